@@ -1,0 +1,41 @@
+"""Entry point of the ``rillet`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rillet.cli import dump_log
+from rillet.errors import KafkaError
+
+SUBCOMMANDS = {
+    "dump-log": dump_log,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rillet",
+        description="Rillet: Kafka's tools as subcommands (bin/kafka-X.sh becomes rillet X).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in SUBCOMMANDS.items():
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(SUBCOMMANDS[args.command].run(args) or 0)
+    except KafkaError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""The LogManager owns a broker's log directories.
+
+Per log directory (``log.dirs``) it keeps, as Kafka does::
+
+    .lock                              flock'ed while a process uses the directory
+    .kafka_cleanshutdown               present only after a clean shutdown
+    recovery-point-offset-checkpoint   offsets below which each log is fsynced
+    log-start-offset-checkpoint        each log's log start offset
+    <topic>-<partition>/               one Log each
+
+On startup the marker decides whether logs are trusted (clean) or recovered from their
+recovery points (unclean). The marker is removed as soon as the logs are open, so a crash at
+any later moment leads to recovery. On shutdown every log is flushed and closed, the
+checkpoints written, and only then the marker created.
+
+Thread safety: the methods are meant for the broker's event loop thread (each Log is itself
+thread safe, so reads and appends may come from elsewhere).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from rillet._core import Log, RecoveryInfo, read_offset_checkpoint, write_offset_checkpoint
+from rillet.config import TopicConfig, resolve_topic_config
+from rillet.errors import InvalidTopicError, KafkaStorageError
+from rillet.metadata.topic_names import parse_partition_dir_name, partition_dir_name
+from rillet.types import TopicPartition
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class _ManagedLog:
+    log: Log
+    dir: Path
+    config: TopicConfig
+    last_flush_ms: int
+
+
+@dataclass
+class LogManager:
+    """Opens, creates, flushes, retains and closes the logs in ``log_dirs``."""
+
+    log_dirs: Sequence[Path | str]
+    broker_config: Mapping[str, object] = field(default_factory=dict)
+    clock: Callable[[], int] = wall_clock_ms
+    _logs: dict[TopicPartition, _ManagedLog] = field(default_factory=dict, init=False)
+    _locks: list[IO[bytes]] = field(default_factory=list, init=False)
+    _dirs: list[Path] = field(default_factory=list, init=False)
+    _topic_overrides: dict[str, Mapping[str, object]] = field(default_factory=dict, init=False)
+
+    def startup(self) -> dict[TopicPartition, RecoveryInfo]:
+        """Lock every log dir and open every log in it (recovering after a crash)."""
+        if not self.log_dirs:
+            raise KafkaStorageError("log.dirs is empty: at least one log directory is needed")
+        self._dirs = [Path(d).resolve() for d in self.log_dirs]
+        recovered: dict[TopicPartition, RecoveryInfo] = {}
+        try:
+            for d in self._dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                self._locks.append(self._lock(d))
+            for d in self._dirs:
+                recovered.update(self._load_dir(d))
+        except BaseException:
+            self._release_locks()
+            raise
+        return recovered
+
+    @staticmethod
+    def _lock(d: Path) -> IO[bytes]:
+        f = open(d / LOCK_FILE, "ab")  # noqa: SIM115 - held open for the process lifetime
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            raise KafkaStorageError(
+                f"Failed to acquire lock on file {LOCK_FILE} in {d}. A Kafka instance in another "
+                "process or thread is using this directory."
+            ) from None
+        return f
+
+    def _load_dir(self, d: Path) -> dict[TopicPartition, RecoveryInfo]:
+        clean_marker = d / CLEAN_SHUTDOWN_FILE
+        clean = clean_marker.exists()
+        points = {TopicPartition(t, p): o for t, p, o in read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)}
+        starts = {TopicPartition(t, p): o for t, p, o in read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)}
+        recovered = {}
+        for child in sorted(d.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir_name(child.name)
+            if parsed is None:
+                continue
+            tp = TopicPartition(*parsed)
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"Duplicate log directories for {tp}: {self._logs[tp].dir} and {child}"
+                )
+            config = self._config_for(tp.topic)
+            log = Log.open(
+                child,
+                config.log_config(),
+                recovery_point=points.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                clean_shutdown=clean,
+                now_ms=self.clock(),
+            )
+            self._logs[tp] = _ManagedLog(log, d, config, self.clock())
+            recovered[tp] = log.recovery_info
+        if clean:
+            clean_marker.unlink()
+            _fsync_dir(d)
+        return recovered
+
+    def _config_for(self, topic: str) -> TopicConfig:
+        return resolve_topic_config(self.broker_config, self._topic_overrides.get(topic))
+
+    # -- access ---------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        m = self._logs.get(TopicPartition(topic, partition))
+        return m.log if m else None
+
+    def all_logs(self) -> Iterator[tuple[TopicPartition, Log]]:
+        for tp, m in self._logs.items():
+            yield tp, m.log
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        m = self._logs.get(TopicPartition(topic, partition))
+        return m.dir if m else None
+
+    def get_or_create_log(
+        self, topic: str, partition: int, overrides: Mapping[str, object] | None = None
+    ) -> Log:
+        """The log of a partition, created in the log dir holding the fewest partitions."""
+        tp = TopicPartition(topic, partition)
+        if tp in self._logs:
+            return self._logs[tp].log
+        name = partition_dir_name(topic, partition)
+        if overrides is not None:
+            self._topic_overrides[topic] = dict(overrides)
+        config = self._config_for(topic)
+        d = self._least_loaded_dir()
+        path = d / name
+        if path.resolve().parent != d:
+            raise InvalidTopicError(f"partition directory {name!r} would escape {d}")
+        log = Log.open(path, config.log_config(), now_ms=self.clock())
+        self._logs[tp] = _ManagedLog(log, d, config, self.clock())
+        return log
+
+    def _least_loaded_dir(self) -> Path:
+        if not self._dirs:
+            raise KafkaStorageError("the LogManager has not been started")
+        counts = {d: 0 for d in self._dirs}
+        for m in self._logs.values():
+            counts[m.dir] += 1
+        return min(self._dirs, key=lambda d: (counts[d], self._dirs.index(d)))
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, object]) -> None:
+        """Apply new per-topic overrides to every partition of ``topic``."""
+        self._topic_overrides[topic] = dict(overrides)
+        config = self._config_for(topic)
+        for tp, m in self._logs.items():
+            if tp.topic == topic:
+                m.config = config
+                m.log.update_config(config.log_config())
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log and its directory. Returns whether it existed."""
+        m = self._logs.pop(TopicPartition(topic, partition), None)
+        if m is None:
+            return False
+        m.log.delete()
+        return True
+
+    # -- background work ------------------------------------------------------------------
+
+    def flush_dirty_logs(self) -> int:
+        """Kafka's log flusher: fsync rolled segments, and whole logs whose ``flush.messages``
+        or ``flush.ms`` is due. Returns how many logs were flushed."""
+        now = self.clock()
+        flushed = 0
+        for m in self._logs.values():
+            log = m.log
+            unflushed = log.log_end_offset - log.recovery_point
+            if unflushed <= 0:
+                m.last_flush_ms = now
+                continue
+            if unflushed >= m.config["flush.messages"] or now - m.last_flush_ms >= m.config["flush.ms"]:
+                log.flush()
+                m.last_flush_ms = now
+                flushed += 1
+            elif log.recovery_point < log.active_segment_base_offset:
+                log.flush(log.active_segment_base_offset)
+                flushed += 1
+        return flushed
+
+    def cleanup_logs(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
+        """Retention for every log with ``delete`` in its cleanup.policy. Returns segments
+        deleted."""
+        now = self.clock()
+        deleted = 0
+        for tp, m in self._logs.items():
+            if "delete" not in m.config["cleanup.policy"]:
+                continue
+            hw = high_watermarks.get(tp) if high_watermarks else None
+            deleted += m.log.delete_old_segments(now_ms=now, high_watermark=hw)
+        return deleted
+
+    def checkpoint(self) -> None:
+        """Write every log dir's recovery-point and log-start-offset checkpoints."""
+        for d in self._dirs:
+            mine = [(tp, m.log) for tp, m in self._logs.items() if m.dir == d]
+            write_offset_checkpoint(
+                d / RECOVERY_POINT_CHECKPOINT, [(tp.topic, tp.partition, log.recovery_point) for tp, log in mine]
+            )
+            write_offset_checkpoint(
+                d / LOG_START_OFFSET_CHECKPOINT,
+                [(tp.topic, tp.partition, log.log_start_offset) for tp, log in mine],
+            )
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""
+        try:
+            for m in self._logs.values():
+                m.log.flush()
+            self.checkpoint()
+            for m in self._logs.values():
+                m.log.close()
+            for d in self._dirs:
+                (d / CLEAN_SHUTDOWN_FILE).touch()
+                _fsync_dir(d)
+        finally:
+            self._logs.clear()
+            self._release_locks()
+
+    def _release_locks(self) -> None:
+        for f in self._locks:
+            f.close()
+        self._locks.clear()
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,885 @@
+//! The partition log.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::IoSlice;
+use std::path::{Path, PathBuf};
+
+use super::checkpoint::sync_dir;
+use super::config::LogConfig;
+use super::epoch_cache::{EpochEntry, LeaderEpochCache};
+use super::segment::{BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::error::{Error, IoContext, Result};
+use crate::io::FileRegion;
+use crate::record::batch::{
+    compute_crc, parse_records, records_bytes, validate_batches, BatchHeader, ATTR_TIMESTAMP_TYPE,
+};
+use crate::record::{off, TimestampType, RECORD_BATCH_OVERHEAD};
+
+/// ListOffsets' special timestamps.
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+
+/// How to open a log, from the log directory's checkpoints and clean-shutdown marker.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// Offset below which everything is known flushed (`recovery-point-offset-checkpoint`).
+    pub recovery_point: i64,
+    /// `log-start-offset-checkpoint`.
+    pub log_start_offset: i64,
+    /// The log directory's `.kafka_cleanshutdown` marker was present.
+    pub clean_shutdown: bool,
+    pub now_ms: i64,
+}
+
+/// What opening the log found and repaired.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoveryInfo {
+    /// Segments re-read and re-indexed.
+    pub recovered_segments: usize,
+    /// Bytes of them scanned.
+    pub recovered_bytes: u64,
+    /// Bytes cut from torn or corrupt tails.
+    pub truncated_bytes: u64,
+    /// Whole segments deleted because they followed corruption.
+    pub deleted_segments: usize,
+    /// Segments whose indexes failed their sanity check on a clean open and were rebuilt.
+    pub rebuilt_indexes: usize,
+}
+
+/// Result of an append (Kafka's `LogAppendInfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    /// The broker's time stamped into the batches with LogAppendTime, else -1.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    pub record_count: i64,
+    pub batch_count: usize,
+    pub valid_bytes: u64,
+}
+
+/// Where an offset lives (Kafka's `LogOffsetMetadata`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsetMetadata {
+    pub message_offset: i64,
+    pub segment_base_offset: i64,
+    pub relative_position: u64,
+}
+
+/// Result of a read (Kafka's `FetchDataInfo`): whole batches as file regions.
+#[derive(Debug, Clone)]
+pub struct FetchDataInfo {
+    pub fetch_offset_metadata: LogOffsetMetadata,
+    pub regions: Vec<FileRegion>,
+}
+
+impl FetchDataInfo {
+    pub fn size(&self) -> u64 {
+        self.regions.iter().map(|r| r.length).sum()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+    pub leader_epoch: Option<i32>,
+}
+
+/// A partition's log: an ordered map of segments in one directory.
+///
+/// Not thread safe by itself; the Python binding serializes calls with a lock. Offsets are
+/// contiguous from `log_start_offset` to `log_end_offset` (exclusive). Appends are validated
+/// whole before a byte is written, so a rejected append leaves the log unchanged. Reads return
+/// [`FileRegion`]s of whole batches that stay valid even if the segment is later deleted.
+///
+/// Crash behaviour: bytes are written to the page cache; `flush` fsyncs and advances the
+/// recovery point. On an unclean open every segment from the one holding the recovery point
+/// on is re-read; the first torn or corrupt batch and everything after it is cut.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    next_offset: i64,
+    recovery_point: i64,
+    epoch_cache: LeaderEpochCache,
+}
+
+impl Log {
+    /// Open the log in `dir` (created if missing), recovering it if the shutdown was unclean.
+    pub fn open(dir: &Path, config: LogConfig, opts: OpenOptions) -> Result<(Log, RecoveryInfo)> {
+        config.validate()?;
+        fs::create_dir_all(dir).ctx("creating log directory", dir)?;
+        let mut info = RecoveryInfo::default();
+        let bases = scan_dir(dir)?;
+        let mut segments = BTreeMap::new();
+        let mut missing_index = Vec::new();
+        for (i, &base) in bases.iter().enumerate() {
+            let has_indexes = [INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+                .iter()
+                .all(|s| dir.join(format!("{base:020}{s}")).exists());
+            if !has_indexes {
+                missing_index.push(base);
+            }
+            segments.insert(
+                base,
+                Segment::open(dir, base, &config, i + 1 == bases.len())?,
+            );
+        }
+        let (epoch_cache, epoch_file_ok) = match LeaderEpochCache::load(dir) {
+            Ok(c) => (c, true),
+            Err(_) => (LeaderEpochCache::empty(dir), false),
+        };
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset: opts.log_start_offset.max(0),
+            next_offset: 0,
+            recovery_point: opts.recovery_point.max(0),
+            epoch_cache,
+        };
+        let mut recovered_epochs: Vec<EpochEntry> = Vec::new();
+        if log.segments.is_empty() {
+            let base = log.log_start_offset;
+            log.segments
+                .insert(base, Segment::create(dir, base, &log.config, opts.now_ms)?);
+        } else {
+            log.recover_segments(&opts, &missing_index, &mut info, &mut recovered_epochs)?;
+        }
+        let last = log
+            .segments
+            .values_mut()
+            .next_back()
+            .expect("at least one segment");
+        log.next_offset = last.read_next_offset()?;
+        last.load_timestamps()?;
+        last.on_become_active(&log.config)?;
+        let first_base = *log.segments.keys().next().expect("at least one segment");
+        log.log_start_offset = log.log_start_offset.max(first_base);
+        if log.log_start_offset > log.next_offset {
+            let start = log.log_start_offset;
+            log.truncate_fully_and_start_at(start, opts.now_ms)?;
+        }
+        if !epoch_file_ok {
+            recovered_epochs = log.epochs_from_batches()?;
+            log.epoch_cache.replace(Vec::new())?;
+        }
+        for e in recovered_epochs {
+            log.epoch_cache.assign_in_memory(e.epoch, e.start_offset);
+        }
+        log.epoch_cache.truncate_from_end(log.next_offset)?;
+        log.epoch_cache.truncate_from_start(log.log_start_offset)?;
+        log.epoch_cache.flush()?;
+        log.recovery_point = log.recovery_point.min(log.next_offset);
+        if info.recovered_segments > 0 {
+            log.flush(log.next_offset)?;
+        }
+        Ok((log, info))
+    }
+
+    fn recover_segments(
+        &mut self,
+        opts: &OpenOptions,
+        missing_index: &[i64],
+        info: &mut RecoveryInfo,
+        epochs: &mut Vec<EpochEntry>,
+    ) -> Result<()> {
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        // Unclean: everything from the segment holding the recovery point on.
+        let first_unflushed = if opts.clean_shutdown {
+            i64::MAX
+        } else {
+            self.segments
+                .range(..=self.recovery_point)
+                .next_back()
+                .map_or(bases[0], |(b, _)| *b)
+        };
+        let mut prev_next = 0i64;
+        let mut cut = false;
+        for (i, &base) in bases.iter().enumerate() {
+            if cut {
+                self.segments.remove(&base).expect("listed").delete()?;
+                info.deleted_segments += 1;
+                continue;
+            }
+            let upper = bases.get(i + 1).map_or(i64::MAX, |b| b - 1);
+            let seg = self.segments.get_mut(&base).expect("listed");
+            let needs = base >= first_unflushed
+                || missing_index.contains(&base)
+                || base < prev_next
+                || seg.sanity_check(upper).is_err();
+            if needs {
+                if base < first_unflushed {
+                    info.rebuilt_indexes += 1;
+                } else {
+                    info.recovered_segments += 1;
+                }
+                info.recovered_bytes += seg.size();
+                let truncated = seg.recover(prev_next, &mut |h: &BatchHeader| {
+                    let e = h.partition_leader_epoch;
+                    if e >= 0 && epochs.last().is_none_or(|l| e > l.epoch) {
+                        epochs.push(EpochEntry {
+                            epoch: e,
+                            start_offset: h.base_offset,
+                        });
+                    }
+                })?;
+                info.truncated_bytes += truncated;
+                cut = truncated > 0;
+            }
+            if i + 1 < bases.len() {
+                seg.on_become_inactive()?;
+            }
+            prev_next = if seg.size() == 0 {
+                prev_next.max(base)
+            } else {
+                seg.read_next_offset()?
+            };
+        }
+        Ok(())
+    }
+
+    fn epochs_from_batches(&self) -> Result<Vec<EpochEntry>> {
+        let mut out: Vec<EpochEntry> = Vec::new();
+        for seg in self.segments.values() {
+            let mut s = super::scan::BatchScanner::new(seg.file(), 0, seg.size(), 64 * 1024);
+            while let Some(r) = s.next_header() {
+                let (_, h) = r?;
+                let e = h.partition_leader_epoch;
+                if e >= 0 && out.last().is_none_or(|l| e > l.epoch) {
+                    out.push(EpochEntry {
+                        epoch: e,
+                        start_offset: h.base_offset,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    pub fn epoch_cache(&self) -> &LeaderEpochCache {
+        &self.epoch_cache
+    }
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.values()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size()).sum()
+    }
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has a segment")
+    }
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has a segment")
+    }
+    pub fn active_segment_base_offset(&self) -> i64 {
+        self.active().base_offset()
+    }
+
+    /// The log end offset with its position (Kafka's `logEndOffsetMetadata`).
+    pub fn log_end_offset_metadata(&self) -> LogOffsetMetadata {
+        let a = self.active();
+        LogOffsetMetadata {
+            message_offset: self.next_offset,
+            segment_base_offset: a.base_offset(),
+            relative_position: a.size(),
+        }
+    }
+
+    /// Replace the config (topic config changed). Takes effect from the next append or roll.
+    pub fn update_config(&mut self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Append batches from a producer: validate every batch and record, assign offsets from
+    /// the log end offset, stamp `leader_epoch` (and the broker's time under LogAppendTime).
+    pub fn append_as_leader(
+        &mut self,
+        data: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+        allow_control: bool,
+    ) -> Result<LogAppendInfo> {
+        let batches = self.validate_append(data)?;
+        for (_, h) in &batches {
+            if h.record_count == 0 {
+                return Err(Error::invalid(format!(
+                    "a record batch from a producer must hold records (batch at offset {})",
+                    h.base_offset
+                )));
+            }
+            if h.is_control() && !allow_control {
+                return Err(Error::invalid(
+                    "clients are not allowed to write control records",
+                ));
+            }
+            if h.timestamp_type() == TimestampType::LogAppendTime {
+                return Err(Error::InvalidTimestamp(
+                    "a producer batch must use CreateTime; the broker sets LogAppendTime".into(),
+                ));
+            }
+        }
+        // Every record must parse: a batch whose records are garbage is refused here rather
+        // than served to consumers. Compressed batches are decompressed to check.
+        for (pos, h) in &batches {
+            let batch = &data[*pos..*pos + h.size_in_bytes()];
+            let mut scratch = Vec::new();
+            let recs = records_bytes(h, batch, &mut scratch)?;
+            parse_records(h, recs, true)?;
+        }
+        let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        let mut headers: Vec<[u8; RECORD_BATCH_OVERHEAD]> = Vec::with_capacity(batches.len());
+        let mut metas = Vec::with_capacity(batches.len());
+        let mut offset = self.next_offset;
+        let (mut max_ts, mut offset_of_max_ts) = (-1i64, offset);
+        let mut record_count = 0i64;
+        for (pos, h) in &batches {
+            let batch = &data[*pos..*pos + h.size_in_bytes()];
+            let mut head = [0u8; RECORD_BATCH_OVERHEAD];
+            head.copy_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
+            head[off::BASE_OFFSET..off::BASE_OFFSET + 8].copy_from_slice(&offset.to_be_bytes());
+            head[off::LEADER_EPOCH..off::LEADER_EPOCH + 4]
+                .copy_from_slice(&leader_epoch.to_be_bytes());
+            let mut batch_max_ts = h.max_timestamp;
+            if log_append_time {
+                batch_max_ts = now_ms;
+                let attrs = h.attributes | ATTR_TIMESTAMP_TYPE;
+                head[off::ATTRIBUTES..off::ATTRIBUTES + 2].copy_from_slice(&attrs.to_be_bytes());
+                head[off::MAX_TIMESTAMP..off::MAX_TIMESTAMP + 8]
+                    .copy_from_slice(&now_ms.to_be_bytes());
+                let crc =
+                    crc32c::crc32c_append(compute_crc(&head), &batch[RECORD_BATCH_OVERHEAD..]);
+                head[off::CRC..off::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+            }
+            let last = offset + h.last_offset_delta as i64;
+            if batch_max_ts > max_ts {
+                max_ts = batch_max_ts;
+                offset_of_max_ts = last;
+            }
+            metas.push(BatchMeta {
+                base_offset: offset,
+                last_offset: last,
+                max_timestamp: batch_max_ts,
+                size: h.size_in_bytes() as u64,
+            });
+            headers.push(head);
+            record_count += h.record_count as i64;
+            offset = last + 1;
+        }
+        let mut iov = Vec::with_capacity(batches.len() * 2);
+        for ((pos, h), head) in batches.iter().zip(&headers) {
+            iov.push(IoSlice::new(head));
+            iov.push(IoSlice::new(
+                &data[pos + RECORD_BATCH_OVERHEAD..pos + h.size_in_bytes()],
+            ));
+        }
+        let first = self.next_offset;
+        self.write(&metas, &iov, max_ts, now_ms)?;
+        if leader_epoch >= 0 {
+            self.epoch_cache.assign(leader_epoch, first)?;
+        }
+        Ok(LogAppendInfo {
+            first_offset: first,
+            last_offset: offset - 1,
+            max_timestamp: max_ts,
+            offset_of_max_timestamp: offset_of_max_ts,
+            log_append_time: if log_append_time { now_ms } else { -1 },
+            log_start_offset: self.log_start_offset,
+            record_count,
+            batch_count: batches.len(),
+            valid_bytes: data.len() as u64,
+        })
+    }
+
+    /// Append batches replicated from the leader, keeping their offsets and epochs. The
+    /// first must start at or after the log end offset and offsets must increase.
+    pub fn append_as_follower(&mut self, data: &[u8], now_ms: i64) -> Result<LogAppendInfo> {
+        let batches = self.validate_append(data)?;
+        let mut expect = self.next_offset;
+        let mut metas = Vec::with_capacity(batches.len());
+        let (mut max_ts, mut offset_of_max_ts, mut record_count) = (-1i64, expect, 0i64);
+        for (_, h) in &batches {
+            if h.base_offset < expect {
+                return Err(Error::invalid(format!(
+                    "replicated batch starts at offset {} but the log already reaches {expect}",
+                    h.base_offset
+                )));
+            }
+            if h.max_timestamp > max_ts {
+                max_ts = h.max_timestamp;
+                offset_of_max_ts = h.last_offset();
+            }
+            metas.push(BatchMeta {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset(),
+                max_timestamp: h.max_timestamp,
+                size: h.size_in_bytes() as u64,
+            });
+            record_count += h.record_count as i64;
+            expect = h.next_offset();
+        }
+        let first = batches[0].1.base_offset;
+        self.write(&metas, &[IoSlice::new(data)], max_ts, now_ms)?;
+        for (_, h) in &batches {
+            if h.partition_leader_epoch >= 0 {
+                self.epoch_cache
+                    .assign(h.partition_leader_epoch, h.base_offset)?;
+            }
+        }
+        Ok(LogAppendInfo {
+            first_offset: first,
+            last_offset: expect - 1,
+            max_timestamp: max_ts,
+            offset_of_max_timestamp: offset_of_max_ts,
+            log_append_time: -1,
+            log_start_offset: self.log_start_offset,
+            record_count,
+            batch_count: batches.len(),
+            valid_bytes: data.len() as u64,
+        })
+    }
+
+    fn validate_append(&self, data: &[u8]) -> Result<Vec<(usize, BatchHeader)>> {
+        if data.is_empty() {
+            return Err(Error::invalid(
+                "an append must hold at least one record batch",
+            ));
+        }
+        if data.len() as u64 > self.config.segment_bytes {
+            return Err(Error::RecordBatchTooLarge {
+                size: data.len(),
+                max: self.config.segment_bytes as usize,
+            });
+        }
+        let batches = validate_batches(data)?;
+        for (_, h) in &batches {
+            if h.size_in_bytes() as u64 > self.config.max_message_bytes {
+                return Err(Error::RecordTooLarge {
+                    size: h.size_in_bytes(),
+                    max: self.config.max_message_bytes as usize,
+                });
+            }
+        }
+        Ok(batches)
+    }
+
+    fn write(
+        &mut self,
+        metas: &[BatchMeta],
+        iov: &[IoSlice<'_>],
+        max_ts: i64,
+        now_ms: i64,
+    ) -> Result<()> {
+        let bytes: u64 = metas.iter().map(|m| m.size).sum();
+        let first = metas[0].base_offset;
+        let last = metas[metas.len() - 1].last_offset;
+        if self
+            .active()
+            .should_roll(&self.config, bytes, last, max_ts, now_ms)
+            || first - self.active().base_offset() > i32::MAX as i64
+        {
+            self.roll_at(first, now_ms)?;
+        }
+        self.active_mut().append(metas, iov)?;
+        self.next_offset = last + 1;
+        Ok(())
+    }
+
+    /// Start a new active segment at the log end offset (no-op if the active one is empty).
+    pub fn roll(&mut self, now_ms: i64) -> Result<()> {
+        let at = self.next_offset;
+        self.roll_at(at, now_ms)
+    }
+
+    fn roll_at(&mut self, base: i64, now_ms: i64) -> Result<()> {
+        if self.active().size() == 0 && self.active().base_offset() == base {
+            return Ok(());
+        }
+        if self.active().size() == 0 {
+            // An empty active segment at a stale base (e.g. after a follower gap): replace it.
+            let old = self.active().base_offset();
+            self.segments.remove(&old).expect("active").delete()?;
+        } else {
+            self.active_mut().on_become_inactive()?;
+        }
+        let seg = Segment::create(&self.dir, base, &self.config, now_ms)?;
+        self.segments.insert(base, seg);
+        sync_dir(&self.dir)
+    }
+
+    /// Read whole batches from `start_offset`: at most `max_bytes` (but at least one batch when
+    /// `min_one_batch`), only batches whose last offset is below `max_offset` (the high
+    /// watermark, say; `None` for the log end).
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: u64,
+        max_offset: Option<i64>,
+        min_one_batch: bool,
+    ) -> Result<FetchDataInfo> {
+        if start_offset < self.log_start_offset || start_offset > self.next_offset {
+            return Err(Error::OffsetOutOfRange {
+                offset: start_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.next_offset,
+            });
+        }
+        let upper = max_offset.unwrap_or(self.next_offset).min(self.next_offset);
+        let mut regions = Vec::new();
+        let mut meta = None;
+        let mut budget = max_bytes;
+        let mut offset = start_offset;
+        let (&floor, _) = self
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .unwrap_or_else(|| self.segments.iter().next().expect("a segment"));
+        for (_, seg) in self.segments.range(floor..) {
+            if offset >= upper {
+                break;
+            }
+            let Some((pos, first)) = seg.translate_offset(offset, 0)? else {
+                continue;
+            };
+            meta.get_or_insert(LogOffsetMetadata {
+                message_offset: start_offset,
+                segment_base_offset: seg.base_offset(),
+                relative_position: pos,
+            });
+            if first.last_offset() >= upper {
+                break;
+            }
+            // Where the batches below `upper` end in this segment.
+            let upper_pos = match seg.translate_offset(upper, pos)? {
+                Some((p, _)) => p,
+                None => seg.size(),
+            };
+            let first_end = pos + first.size_in_bytes() as u64;
+            let end = if regions.is_empty() && min_one_batch && first_end - pos > budget {
+                first_end
+            } else {
+                seg.last_batch_end_before(pos, upper_pos.min(pos.saturating_add(budget)))?
+            };
+            if end <= pos {
+                break;
+            }
+            regions.push(seg.region(pos, end - pos));
+            budget = budget.saturating_sub(end - pos);
+            if end < seg.size() {
+                break;
+            }
+            offset = seg.read_next_offset_from(end)?;
+        }
+        let meta = meta.unwrap_or_else(|| {
+            let a = self.active();
+            LogOffsetMetadata {
+                message_offset: start_offset,
+                segment_base_offset: a.base_offset(),
+                relative_position: a.size(),
+            }
+        });
+        Ok(FetchDataInfo {
+            fetch_offset_metadata: meta,
+            regions,
+        })
+    }
+
+    /// ListOffsets: the first record with timestamp >= `ts`, or the special
+    /// `EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP`, `MAX_TIMESTAMP`.
+    pub fn fetch_offset_by_timestamp(&self, ts: i64) -> Result<Option<TimestampAndOffset>> {
+        let epoch_at = |o: i64| self.epoch_cache.epoch_for_offset(o);
+        match ts {
+            EARLIEST_TIMESTAMP => {
+                let o = self.log_start_offset;
+                return Ok(Some(TimestampAndOffset {
+                    timestamp: -1,
+                    offset: o,
+                    leader_epoch: epoch_at(o),
+                }));
+            }
+            LATEST_TIMESTAMP => {
+                let o = self.next_offset;
+                return Ok(Some(TimestampAndOffset {
+                    timestamp: -1,
+                    offset: o,
+                    leader_epoch: self.epoch_cache.latest_epoch(),
+                }));
+            }
+            MAX_TIMESTAMP => {
+                let best = self
+                    .segments
+                    .values()
+                    .filter(|s| s.max_timestamp_so_far() >= 0)
+                    .max_by_key(|s| s.max_timestamp_so_far());
+                let Some(seg) = best else { return Ok(None) };
+                return seg
+                    .find_offset_by_timestamp(seg.max_timestamp_so_far(), self.log_start_offset);
+            }
+            t if t < 0 => {
+                return Err(Error::InvalidRequest(format!(
+                    "invalid timestamp {t} for an offset lookup"
+                )))
+            }
+            _ => {}
+        }
+        for seg in self.segments.values() {
+            if seg.max_timestamp_so_far() >= ts {
+                if let Some(found) = seg.find_offset_by_timestamp(ts, self.log_start_offset)? {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Remove every offset >= `offset` (a follower whose log diverged). Returns whether
+    /// anything was removed.
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<bool> {
+        if offset < 0 {
+            return Err(Error::InvalidRequest(format!(
+                "cannot truncate to negative offset {offset}"
+            )));
+        }
+        if offset >= self.next_offset {
+            return Ok(false);
+        }
+        if offset < self.log_start_offset
+            || *self.segments.keys().next().expect("a segment") > offset
+        {
+            self.truncate_fully_and_start_at(offset, now_ms)?;
+            return Ok(true);
+        }
+        let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
+        for b in doomed {
+            self.segments.remove(&b).expect("listed").delete()?;
+        }
+        let config = self.config.clone();
+        let seg = self.active_mut();
+        seg.truncate_to(offset)?;
+        seg.on_become_active(&config)?;
+        self.next_offset = seg.read_next_offset()?;
+        self.epoch_cache.truncate_from_end(self.next_offset)?;
+        self.recovery_point = self.recovery_point.min(self.next_offset);
+        Ok(true)
+    }
+
+    /// Delete everything and restart empty at `offset` (a follower far behind the leader's
+    /// log start).
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(Error::InvalidRequest(format!(
+                "cannot restart the log at negative offset {offset}"
+            )));
+        }
+        let all: Vec<i64> = self.segments.keys().copied().collect();
+        for b in all {
+            self.segments.remove(&b).expect("listed").delete()?;
+        }
+        self.segments.insert(
+            offset,
+            Segment::create(&self.dir, offset, &self.config, now_ms)?,
+        );
+        sync_dir(&self.dir)?;
+        self.log_start_offset = offset;
+        self.next_offset = offset;
+        self.recovery_point = offset;
+        self.epoch_cache.clear()
+    }
+
+    /// Raise the log start offset (DeleteRecords, or a follower following the leader's).
+    /// Segments wholly below it go at the next retention pass. Returns whether it moved.
+    pub fn maybe_increment_log_start_offset(&mut self, offset: i64) -> Result<bool> {
+        if offset > self.next_offset {
+            return Err(Error::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.next_offset,
+            });
+        }
+        if offset <= self.log_start_offset {
+            return Ok(false);
+        }
+        self.log_start_offset = offset;
+        self.epoch_cache.truncate_from_start(offset)?;
+        Ok(true)
+    }
+
+    /// Retention: delete whole segments older than `retention.ms`, beyond `retention.bytes`,
+    /// or wholly below the log start offset. Only segments wholly below `high_watermark`
+    /// (the log end if `None`) are eligible. Returns the number deleted.
+    pub fn delete_old_segments(
+        &mut self,
+        now_ms: i64,
+        high_watermark: Option<i64>,
+    ) -> Result<usize> {
+        let hw = high_watermark
+            .unwrap_or(self.next_offset)
+            .min(self.next_offset);
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let mut total = self.size_in_bytes() as i64;
+        let mut doomed = Vec::new();
+        for (i, &base) in bases.iter().enumerate() {
+            let seg = &self.segments[&base];
+            let next_base = bases.get(i + 1).copied();
+            let upper = next_base.unwrap_or(self.next_offset);
+            // A segment is only deletable once all its offsets are below the high watermark;
+            // the empty active segment never is.
+            if upper > hw || (next_base.is_none() && seg.size() == 0) {
+                break;
+            }
+            let by_time = self.config.retention_ms >= 0
+                && now_ms - seg.largest_timestamp() > self.config.retention_ms;
+            let by_size = self.config.retention_bytes >= 0
+                && total - seg.size() as i64 >= self.config.retention_bytes;
+            let by_start = next_base.is_some_and(|n| n <= self.log_start_offset);
+            if !(by_time || by_size || by_start) {
+                break;
+            }
+            total -= seg.size() as i64;
+            doomed.push(base);
+        }
+        if doomed.len() == bases.len() {
+            // Everything goes, including the active segment: keep an empty one at the end.
+            self.roll(now_ms)?;
+        }
+        for b in &doomed {
+            self.segments.remove(b).expect("listed").delete()?;
+        }
+        if let Some(&first) = self.segments.keys().next() {
+            if first > self.log_start_offset {
+                self.log_start_offset = first;
+                self.epoch_cache.truncate_from_start(first)?;
+            }
+        }
+        self.recovery_point = self.recovery_point.max(self.log_start_offset);
+        Ok(doomed.len())
+    }
+
+    /// fsync every segment holding offsets below `offset` and advance the recovery point.
+    pub fn flush(&mut self, offset: i64) -> Result<()> {
+        let offset = offset.min(self.next_offset);
+        if offset <= self.recovery_point && offset != self.next_offset {
+            return Ok(());
+        }
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for (_, seg) in self.segments.range(from..offset.max(from + 1)) {
+            seg.flush()?;
+        }
+        self.recovery_point = self.recovery_point.max(offset);
+        Ok(())
+    }
+
+    /// Flush everything and trim the active segment's indexes, ready for a clean-shutdown
+    /// marker. The log must not be appended to afterwards.
+    pub fn close(&mut self) -> Result<()> {
+        let next = self.next_offset;
+        self.flush(next)?;
+        let active = self.active_mut();
+        active.on_become_inactive()?;
+        active.flush()
+    }
+
+    /// Remove the log's directory and everything in it.
+    pub fn delete(self) -> Result<()> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir).ctx("deleting log directory", &dir)
+    }
+}
+
+impl Segment {
+    /// The offset after the batch that ends at `position` (the next batch's base offset).
+    pub(crate) fn read_next_offset_from(&self, position: u64) -> Result<i64> {
+        if position >= self.size() {
+            return self.read_next_offset();
+        }
+        let mut s = super::scan::BatchScanner::new(
+            self.file(),
+            position,
+            self.size(),
+            RECORD_BATCH_OVERHEAD,
+        );
+        match s.next_header() {
+            Some(r) => Ok(r?.1.base_offset),
+            None => self.read_next_offset(),
+        }
+    }
+}
+
+/// Base offsets of the segments in `dir`, ascending. Deletes leftovers: `.tmp`/`.deleted`
+/// files and indexes whose `.log` is gone.
+fn scan_dir(dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    let mut index_files = Vec::new();
+    for entry in fs::read_dir(dir).ctx("listing", dir)? {
+        let entry = entry.ctx("listing", dir)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".tmp") || name.ends_with(".deleted") {
+            let _ = fs::remove_file(entry.path());
+            continue;
+        }
+        let parse = |stem: &str| {
+            (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| stem.parse::<i64>().ok())
+                .flatten()
+        };
+        if let Some(stem) = name.strip_suffix(LOG_SUFFIX) {
+            if let Some(b) = parse(stem) {
+                bases.push(b);
+            }
+        } else if let Some(stem) = name
+            .strip_suffix(INDEX_SUFFIX)
+            .or_else(|| name.strip_suffix(TIME_INDEX_SUFFIX))
+        {
+            if let Some(b) = parse(stem) {
+                index_files.push((b, entry.path()));
+            }
+        }
+    }
+    bases.sort_unstable();
+    for (b, p) in index_files {
+        if bases.binary_search(&b).is_err() {
+            let _ = fs::remove_file(p);
+        }
+    }
+    Ok(bases)
+}

@@ -1,0 +1,576 @@
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rillet_core::log::{
+    read_offset_checkpoint as core_read_cp, write_offset_checkpoint as core_write_cp,
+    CheckpointEntry, FetchDataInfo as CoreFetch, Log as CoreLog, LogAppendInfo as CoreAppendInfo,
+    LogConfig as CoreConfig, OpenOptions, RecoveryInfo as CoreRecovery,
+};
+use rillet_core::Error;
+
+use crate::errors::{invalid_request, to_py, IntoPyResult};
+use crate::io::{read_regions, FileRegion};
+use crate::record::parse_timestamp_type;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Topic-level log settings (Kafka's `segment.bytes`, `retention.ms`, ... as attributes).
+#[pyclass(module = "rillet._core", frozen, eq)]
+#[derive(Clone, PartialEq)]
+pub struct LogConfig {
+    pub(crate) inner: CoreConfig,
+}
+
+#[pymethods]
+impl LogConfig {
+    #[new]
+    #[pyo3(signature = (*, segment_bytes = 1 << 30, segment_ms = 604_800_000, segment_jitter_ms = 0,
+        segment_index_bytes = 10 << 20, index_interval_bytes = 4096, max_message_bytes = 1_048_588,
+        retention_ms = 604_800_000, retention_bytes = -1, message_timestamp_type = "CreateTime"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        segment_bytes: i64,
+        segment_ms: i64,
+        segment_jitter_ms: i64,
+        segment_index_bytes: i64,
+        index_interval_bytes: i64,
+        max_message_bytes: i64,
+        retention_ms: i64,
+        retention_bytes: i64,
+        message_timestamp_type: &str,
+    ) -> PyResult<Self> {
+        let non_neg = |name: &str, v: i64| -> PyResult<u64> {
+            u64::try_from(v).map_err(|_| {
+                to_py(Error::InvalidConfig(format!(
+                    "{name} must be >= 0, got {v}"
+                )))
+            })
+        };
+        let inner = CoreConfig {
+            segment_bytes: non_neg("segment.bytes", segment_bytes)?,
+            segment_ms,
+            segment_jitter_ms,
+            segment_index_bytes: non_neg("segment.index.bytes", segment_index_bytes)?,
+            index_interval_bytes: non_neg("index.interval.bytes", index_interval_bytes)?,
+            max_message_bytes: non_neg("max.message.bytes", max_message_bytes)?,
+            retention_ms,
+            retention_bytes,
+            message_timestamp_type: parse_timestamp_type(message_timestamp_type)?,
+        };
+        inner.validate().py()?;
+        Ok(LogConfig { inner })
+    }
+
+    #[getter]
+    fn segment_bytes(&self) -> u64 {
+        self.inner.segment_bytes
+    }
+    #[getter]
+    fn segment_ms(&self) -> i64 {
+        self.inner.segment_ms
+    }
+    #[getter]
+    fn segment_jitter_ms(&self) -> i64 {
+        self.inner.segment_jitter_ms
+    }
+    #[getter]
+    fn segment_index_bytes(&self) -> u64 {
+        self.inner.segment_index_bytes
+    }
+    #[getter]
+    fn index_interval_bytes(&self) -> u64 {
+        self.inner.index_interval_bytes
+    }
+    #[getter]
+    fn max_message_bytes(&self) -> u64 {
+        self.inner.max_message_bytes
+    }
+    #[getter]
+    fn retention_ms(&self) -> i64 {
+        self.inner.retention_ms
+    }
+    #[getter]
+    fn retention_bytes(&self) -> i64 {
+        self.inner.retention_bytes
+    }
+    #[getter]
+    fn message_timestamp_type(&self) -> &'static str {
+        self.inner.message_timestamp_type.name()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("LogConfig({:?})", self.inner)
+    }
+}
+
+/// What an append did (Kafka's `LogAppendInfo`).
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct LogAppendInfo {
+    first_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    log_append_time: i64,
+    log_start_offset: i64,
+    record_count: i64,
+    batch_count: usize,
+    valid_bytes: u64,
+}
+
+impl From<CoreAppendInfo> for LogAppendInfo {
+    fn from(i: CoreAppendInfo) -> Self {
+        LogAppendInfo {
+            first_offset: i.first_offset,
+            last_offset: i.last_offset,
+            max_timestamp: i.max_timestamp,
+            offset_of_max_timestamp: i.offset_of_max_timestamp,
+            log_append_time: i.log_append_time,
+            log_start_offset: i.log_start_offset,
+            record_count: i.record_count,
+            batch_count: i.batch_count,
+            valid_bytes: i.valid_bytes,
+        }
+    }
+}
+
+#[pymethods]
+impl LogAppendInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "LogAppendInfo(first_offset={}, last_offset={}, record_count={})",
+            self.first_offset, self.last_offset, self.record_count
+        )
+    }
+}
+
+/// What opening the log found and repaired.
+#[pyclass(module = "rillet._core", frozen, get_all)]
+#[derive(Clone)]
+pub struct RecoveryInfo {
+    recovered_segments: usize,
+    recovered_bytes: u64,
+    truncated_bytes: u64,
+    deleted_segments: usize,
+    rebuilt_indexes: usize,
+}
+
+impl From<CoreRecovery> for RecoveryInfo {
+    fn from(r: CoreRecovery) -> Self {
+        RecoveryInfo {
+            recovered_segments: r.recovered_segments,
+            recovered_bytes: r.recovered_bytes,
+            truncated_bytes: r.truncated_bytes,
+            deleted_segments: r.deleted_segments,
+            rebuilt_indexes: r.rebuilt_indexes,
+        }
+    }
+}
+
+#[pymethods]
+impl RecoveryInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "RecoveryInfo(recovered_segments={}, recovered_bytes={}, truncated_bytes={}, deleted_segments={}, rebuilt_indexes={})",
+            self.recovered_segments, self.recovered_bytes, self.truncated_bytes, self.deleted_segments, self.rebuilt_indexes
+        )
+    }
+}
+
+/// The result of a read: whole batches as file regions (Kafka's `FetchDataInfo`).
+#[pyclass(module = "rillet._core", frozen)]
+pub struct FetchDataInfo {
+    inner: CoreFetch,
+}
+
+#[pymethods]
+impl FetchDataInfo {
+    /// The offset the read asked for.
+    #[getter]
+    fn fetch_offset(&self) -> i64 {
+        self.inner.fetch_offset_metadata.message_offset
+    }
+    #[getter]
+    fn segment_base_offset(&self) -> i64 {
+        self.inner.fetch_offset_metadata.segment_base_offset
+    }
+    #[getter]
+    fn relative_position(&self) -> u64 {
+        self.inner.fetch_offset_metadata.relative_position
+    }
+    #[getter]
+    fn regions(&self) -> Vec<FileRegion> {
+        self.inner
+            .regions
+            .iter()
+            .map(|r| FileRegion { inner: r.clone() })
+            .collect()
+    }
+    #[getter]
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    /// All regions' bytes, read into one `bytes` with the GIL released.
+    fn read_all<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        read_regions(py, &self.inner.regions)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "FetchDataInfo(fetch_offset={}, regions={}, size={})",
+            self.fetch_offset(),
+            self.inner.regions.len(),
+            self.size()
+        )
+    }
+}
+
+/// One segment as the log sees it.
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct SegmentInfo {
+    base_offset: i64,
+    size: u64,
+    path: PathBuf,
+    max_timestamp: i64,
+    index_entries: usize,
+    time_index_entries: usize,
+}
+
+#[pymethods]
+impl SegmentInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "SegmentInfo(base_offset={}, size={})",
+            self.base_offset, self.size
+        )
+    }
+}
+
+/// A partition log on disk. Thread safe: calls are serialized by an internal lock that is
+/// taken with the GIL released; disk work happens without the GIL.
+#[pyclass(module = "rillet._core", frozen)]
+pub struct Log {
+    inner: Mutex<Option<CoreLog>>,
+    recovery: RecoveryInfo,
+    dir: PathBuf,
+}
+
+impl Log {
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut CoreLog) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        py.allow_threads(|| {
+            let mut guard = self.inner.lock();
+            match guard.as_mut() {
+                Some(log) => f(log),
+                None => Err(Error::storage(
+                    format!("log {}", self.dir.display()),
+                    std::io::Error::other("the log is closed"),
+                )),
+            }
+        })
+        .py()
+    }
+}
+
+#[pymethods]
+impl Log {
+    /// Open (and if needed recover) the log in `path`.
+    #[staticmethod]
+    #[pyo3(signature = (path, config = None, *, recovery_point = 0, log_start_offset = 0, clean_shutdown = false, now_ms = None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        config: Option<LogConfig>,
+        recovery_point: i64,
+        log_start_offset: i64,
+        clean_shutdown: bool,
+        now_ms: Option<i64>,
+    ) -> PyResult<Log> {
+        let cfg = config.map(|c| c.inner).unwrap_or_default();
+        let opts = OpenOptions {
+            recovery_point,
+            log_start_offset,
+            clean_shutdown,
+            now_ms: now_ms.unwrap_or_else(self::now_ms),
+        };
+        let dir = path.clone();
+        let (log, info) = py.allow_threads(|| CoreLog::open(&path, cfg, opts)).py()?;
+        Ok(Log {
+            inner: Mutex::new(Some(log)),
+            recovery: info.into(),
+            dir,
+        })
+    }
+
+    /// What the open recovered.
+    #[getter]
+    fn recovery_info(&self) -> RecoveryInfo {
+        self.recovery.clone()
+    }
+    #[getter]
+    fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+    #[getter]
+    fn log_start_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |l| Ok(l.log_start_offset()))
+    }
+    #[getter]
+    fn log_end_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |l| Ok(l.log_end_offset()))
+    }
+    #[getter]
+    fn recovery_point(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |l| Ok(l.recovery_point()))
+    }
+    #[getter]
+    fn active_segment_base_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |l| Ok(l.active_segment_base_offset()))
+    }
+    #[getter]
+    fn size_in_bytes(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |l| Ok(l.size_in_bytes()))
+    }
+    #[getter]
+    fn config(&self, py: Python<'_>) -> PyResult<LogConfig> {
+        self.with(py, |l| {
+            Ok(LogConfig {
+                inner: l.config().clone(),
+            })
+        })
+    }
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.lock().is_none()
+    }
+
+    fn update_config(&self, py: Python<'_>, config: LogConfig) -> PyResult<()> {
+        self.with(py, move |l| l.update_config(config.inner))
+    }
+
+    fn segments(&self, py: Python<'_>) -> PyResult<Vec<SegmentInfo>> {
+        self.with(py, |l| {
+            Ok(l.segments()
+                .map(|s| SegmentInfo {
+                    base_offset: s.base_offset(),
+                    size: s.size(),
+                    path: s.log_path().to_path_buf(),
+                    max_timestamp: s.max_timestamp_so_far(),
+                    index_entries: s.offset_index().entries(),
+                    time_index_entries: s.time_index().entries(),
+                })
+                .collect())
+        })
+    }
+
+    /// Append producer batches: validated whole, offsets assigned, `leader_epoch` stamped.
+    #[pyo3(signature = (records, leader_epoch = 0, *, now_ms = None, allow_control = false))]
+    fn append_as_leader(
+        &self,
+        py: Python<'_>,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: Option<i64>,
+        allow_control: bool,
+    ) -> PyResult<LogAppendInfo> {
+        let now = now_ms.unwrap_or_else(self::now_ms);
+        Ok(self
+            .with(py, |l| {
+                l.append_as_leader(records, leader_epoch, now, allow_control)
+            })?
+            .into())
+    }
+
+    /// Append batches replicated from a leader, keeping their offsets and epochs.
+    #[pyo3(signature = (records, *, now_ms = None))]
+    fn append_as_follower(
+        &self,
+        py: Python<'_>,
+        records: &[u8],
+        now_ms: Option<i64>,
+    ) -> PyResult<LogAppendInfo> {
+        let now = now_ms.unwrap_or_else(self::now_ms);
+        Ok(self
+            .with(py, |l| l.append_as_follower(records, now))?
+            .into())
+    }
+
+    /// Whole batches from `offset`, up to `max_bytes` (one batch at least with
+    /// `min_one_batch`), none whose last offset reaches `max_offset`.
+    #[pyo3(signature = (offset, max_bytes, *, max_offset = None, min_one_batch = true))]
+    fn read(
+        &self,
+        py: Python<'_>,
+        offset: i64,
+        max_bytes: i64,
+        max_offset: Option<i64>,
+        min_one_batch: bool,
+    ) -> PyResult<FetchDataInfo> {
+        if max_bytes < 0 {
+            return Err(invalid_request(format!(
+                "max_bytes must be >= 0, got {max_bytes}"
+            )));
+        }
+        let inner = self.with(py, |l| {
+            l.read(offset, max_bytes as u64, max_offset, min_one_batch)
+        })?;
+        Ok(FetchDataInfo { inner })
+    }
+
+    /// ListOffsets by timestamp: (timestamp, offset, leader_epoch) of the first record at or
+    /// after `timestamp`; -2 earliest, -1 latest, -3 the max timestamp. None if there is none.
+    fn fetch_offset_by_timestamp(
+        &self,
+        py: Python<'_>,
+        timestamp: i64,
+    ) -> PyResult<Option<(i64, i64, Option<i32>)>> {
+        let r = self.with(py, |l| l.fetch_offset_by_timestamp(timestamp))?;
+        Ok(r.map(|t| (t.timestamp, t.offset, t.leader_epoch)))
+    }
+
+    #[pyo3(signature = (offset, *, now_ms = None))]
+    fn truncate_to(&self, py: Python<'_>, offset: i64, now_ms: Option<i64>) -> PyResult<bool> {
+        let now = now_ms.unwrap_or_else(self::now_ms);
+        self.with(py, |l| l.truncate_to(offset, now))
+    }
+
+    #[pyo3(signature = (offset, *, now_ms = None))]
+    fn truncate_fully_and_start_at(
+        &self,
+        py: Python<'_>,
+        offset: i64,
+        now_ms: Option<i64>,
+    ) -> PyResult<()> {
+        let now = now_ms.unwrap_or_else(self::now_ms);
+        self.with(py, |l| l.truncate_fully_and_start_at(offset, now))
+    }
+
+    fn maybe_increment_log_start_offset(&self, py: Python<'_>, offset: i64) -> PyResult<bool> {
+        self.with(py, |l| l.maybe_increment_log_start_offset(offset))
+    }
+
+    /// Retention by time, size and log start offset; returns segments deleted.
+    #[pyo3(signature = (*, now_ms = None, high_watermark = None))]
+    fn delete_old_segments(
+        &self,
+        py: Python<'_>,
+        now_ms: Option<i64>,
+        high_watermark: Option<i64>,
+    ) -> PyResult<usize> {
+        let now = now_ms.unwrap_or_else(self::now_ms);
+        self.with(py, |l| l.delete_old_segments(now, high_watermark))
+    }
+
+    #[pyo3(signature = (*, now_ms = None))]
+    fn roll(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<()> {
+        let now = now_ms.unwrap_or_else(self::now_ms);
+        self.with(py, |l| l.roll(now))
+    }
+
+    /// fsync everything below `offset` (the log end by default); advances the recovery point.
+    #[pyo3(signature = (offset = None))]
+    fn flush(&self, py: Python<'_>, offset: Option<i64>) -> PyResult<()> {
+        self.with(py, |l| {
+            let o = offset.unwrap_or(l.log_end_offset());
+            l.flush(o)
+        })
+    }
+
+    /// The leader-epoch cache as (epoch, start_offset) pairs.
+    fn leader_epoch_entries(&self, py: Python<'_>) -> PyResult<Vec<(i32, i64)>> {
+        self.with(py, |l| {
+            Ok(l.epoch_cache()
+                .entries()
+                .iter()
+                .map(|e| (e.epoch, e.start_offset))
+                .collect())
+        })
+    }
+
+    fn latest_epoch(&self, py: Python<'_>) -> PyResult<Option<i32>> {
+        self.with(py, |l| Ok(l.epoch_cache().latest_epoch()))
+    }
+
+    /// (epoch, end offset) for `epoch`: Kafka's OffsetsForLeaderEpoch answer.
+    fn end_offset_for_epoch(&self, py: Python<'_>, epoch: i32) -> PyResult<(i32, i64)> {
+        self.with(py, |l| {
+            Ok(l.epoch_cache().end_offset_for(epoch, l.log_end_offset()))
+        })
+    }
+
+    /// Flush, trim indexes and close; later calls raise KafkaStorageError.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| {
+            let mut guard = self.inner.lock();
+            match guard.take() {
+                Some(mut log) => log.close(),
+                None => Ok(()),
+            }
+        })
+        .py()
+    }
+
+    /// Close the log and remove its directory.
+    fn delete(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| {
+            let mut guard = self.inner.lock();
+            match guard.take() {
+                Some(log) => log.delete(),
+                None => std::fs::remove_dir_all(&self.dir)
+                    .map_err(|e| Error::storage(format!("deleting {}", self.dir.display()), e)),
+            }
+        })
+        .py()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Log({:?})", self.dir)
+    }
+}
+
+/// Read a Kafka offset checkpoint file: [(topic, partition, offset)]. Missing = empty.
+#[pyfunction]
+fn read_offset_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Vec<(String, i32, i64)>> {
+    let v = py.allow_threads(|| core_read_cp(&path)).py()?;
+    Ok(v.into_iter()
+        .map(|e| (e.topic, e.partition, e.offset))
+        .collect())
+}
+
+/// Write a Kafka offset checkpoint file atomically.
+#[pyfunction]
+fn write_offset_checkpoint(
+    py: Python<'_>,
+    path: PathBuf,
+    entries: Vec<(String, i32, i64)>,
+) -> PyResult<()> {
+    let entries: Vec<CheckpointEntry> = entries
+        .into_iter()
+        .map(|(topic, partition, offset)| CheckpointEntry {
+            topic,
+            partition,
+            offset,
+        })
+        .collect();
+    py.allow_threads(|| core_write_cp(&path, &entries)).py()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<LogConfig>()?;
+    m.add_class::<LogAppendInfo>()?;
+    m.add_class::<RecoveryInfo>()?;
+    m.add_class::<FetchDataInfo>()?;
+    m.add_class::<SegmentInfo>()?;
+    m.add_class::<Log>()?;
+    m.add_function(wrap_pyfunction!(read_offset_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(write_offset_checkpoint, m)?)?;
+    Ok(())
+}
