@@ -5,6 +5,26 @@ from os import PathLike
 from pathlib import Path
 from typing import final
 
+__all__ = [
+    "BatchBuilder",
+    "FetchDataInfo",
+    "FileRegion",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "Record",
+    "RecordBatch",
+    "RecoveryInfo",
+    "SegmentInfo",
+    "__version__",
+    "crc32c",
+    "decode_batches",
+    "read_offset_checkpoint",
+    "transfer",
+    "validate_record_batches",
+    "write_offset_checkpoint",
+]
+
 __version__: str
 
 @final
@@ -14,10 +34,10 @@ class BatchBuilder:
         compression: str = "none",
         *,
         base_offset: int = 0,
-        partition_leader_epoch: int = -1,
-        producer_id: int = -1,
-        producer_epoch: int = -1,
-        base_sequence: int = -1,
+        partition_leader_epoch: int = ...,  # -1
+        producer_id: int = ...,  # -1
+        producer_epoch: int = ...,  # -1
+        base_sequence: int = ...,  # -1
         is_transactional: bool = False,
         is_control: bool = False,
         timestamp_type: str = "CreateTime",
@@ -117,14 +137,14 @@ class LogConfig:
     def __new__(
         cls,
         *,
-        segment_bytes: int = 1073741824,
+        segment_bytes: int = ...,  # 1073741824
         segment_ms: int = 604800000,
         segment_jitter_ms: int = 0,
-        segment_index_bytes: int = 10485760,
+        segment_index_bytes: int = ...,  # 10485760
         index_interval_bytes: int = 4096,
         max_message_bytes: int = 1048588,
         retention_ms: int = 604800000,
-        retention_bytes: int = -1,
+        retention_bytes: int = ...,  # -1
         message_timestamp_type: str = "CreateTime",
     ) -> LogConfig: ...
     @property

@@ -151,9 +151,17 @@ RecordListTooLargeError = RecordBatchTooLargeError
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in [
-        UnknownServerError, OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
-        InvalidTopicError, RecordBatchTooLargeError, InvalidTimestampError, InvalidRequestError,
-        InvalidConfigurationError, KafkaStorageError, UnsupportedCompressionTypeError,
+        UnknownServerError,
+        OffsetOutOfRangeError,
+        CorruptRecordError,
+        RecordTooLargeError,
+        InvalidTopicError,
+        RecordBatchTooLargeError,
+        InvalidTimestampError,
+        InvalidRequestError,
+        InvalidConfigurationError,
+        KafkaStorageError,
+        UnsupportedCompressionTypeError,
         InvalidRecordError,
     ]
 }

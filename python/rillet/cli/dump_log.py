@@ -24,16 +24,30 @@ CHUNK = 8 << 20
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--files", required=True, help="comma-separated list of files to dump")
-    p.add_argument("--print-data-log", action="store_true",
-                   help="print each record's key, payload and headers")
-    p.add_argument("--deep-iteration", action="store_true",
-                   help="iterate records, not just batches (implied by --print-data-log)")
-    p.add_argument("--verify-index-only", action="store_true",
-                   help="check index entries against the log without printing them")
-    p.add_argument("--index-sanity-check", action="store_true",
-                   help="check that index entries are in order and within the log")
-    p.add_argument("--max-bytes", type=int, default=2**31 - 1,
-                   help="read at most this many bytes of each log file")
+    p.add_argument(
+        "--print-data-log", action="store_true", help="print each record's key, payload and headers"
+    )
+    p.add_argument(
+        "--deep-iteration",
+        action="store_true",
+        help="iterate records, not just batches (implied by --print-data-log)",
+    )
+    p.add_argument(
+        "--verify-index-only",
+        action="store_true",
+        help="check index entries against the log without printing them",
+    )
+    p.add_argument(
+        "--index-sanity-check",
+        action="store_true",
+        help="check that index entries are in order and within the log",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=2**31 - 1,
+        help="read at most this many bytes of each log file",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,14 +58,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"Dumping {path}", file=out)
         try:
             if path.suffix == ".log":
-                dump_log_file(path, out, deep=args.print_data_log or args.deep_iteration,
-                              print_data=args.print_data_log, max_bytes=args.max_bytes)
+                dump_log_file(
+                    path,
+                    out,
+                    deep=args.print_data_log or args.deep_iteration,
+                    print_data=args.print_data_log,
+                    max_bytes=args.max_bytes,
+                )
             elif path.suffix == ".index":
-                dump_offset_index(path, out, verify_only=args.verify_index_only,
-                                  sanity_only=args.index_sanity_check)
+                dump_offset_index(
+                    path,
+                    out,
+                    verify_only=args.verify_index_only,
+                    sanity_only=args.index_sanity_check,
+                )
             elif path.suffix == ".timeindex":
-                dump_time_index(path, out, verify_only=args.verify_index_only,
-                                sanity_only=args.index_sanity_check)
+                dump_time_index(
+                    path,
+                    out,
+                    verify_only=args.verify_index_only,
+                    sanity_only=args.index_sanity_check,
+                )
             else:
                 print(f"Ignoring unknown file {path}", file=sys.stderr)
                 status = 1
@@ -94,9 +121,14 @@ def _show(b: bytes | None) -> str:
 
 
 def describe_batch(batch: RecordBatch, position: int, valid: bool) -> str:
-    last_seq = -1 if batch.base_sequence < 0 else batch.base_sequence + batch.last_offset - batch.base_offset
+    last_seq = (
+        -1
+        if batch.base_sequence < 0
+        else batch.base_sequence + batch.last_offset - batch.base_offset
+    )
     return (
-        f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.record_count} "
+        f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
+        f"count: {batch.record_count} "
         f"baseSequence: {batch.base_sequence} lastSequence: {last_seq} "
         f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
         f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
@@ -172,7 +204,10 @@ def dump_offset_index(path: Path, out: TextIO, *, verify_only: bool, sanity_only
     for offset, position in entries:
         if sanity_only:
             if prev is not None and (offset <= prev[0] or position <= prev[1]):
-                print(f"{path} has an out-of-order entry: offset {offset} position {position}", file=out)
+                print(
+                    f"{path} has an out-of-order entry: offset {offset} position {position}",
+                    file=out,
+                )
             prev = (offset, position)
             continue
         actual = batches.get(position)
@@ -193,7 +228,9 @@ def dump_offset_index(path: Path, out: TextIO, *, verify_only: bool, sanity_only
 def dump_time_index(path: Path, out: TextIO, *, verify_only: bool, sanity_only: bool) -> None:
     base = base_offset_of(path)
     raw = path.read_bytes()
-    entries = [(ts, base + rel) for ts, rel in struct.iter_unpack(">qI", raw[: len(raw) // 12 * 12])]
+    entries = [
+        (ts, base + rel) for ts, rel in struct.iter_unpack(">qI", raw[: len(raw) // 12 * 12])
+    ]
     while len(entries) > 1 and entries[-1] == (0, base):
         entries.pop()
     log_path = path.with_suffix(".log")

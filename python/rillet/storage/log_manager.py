@@ -98,8 +98,14 @@ class LogManager:
     def _load_dir(self, d: Path) -> dict[TopicPartition, RecoveryInfo]:
         clean_marker = d / CLEAN_SHUTDOWN_FILE
         clean = clean_marker.exists()
-        points = {TopicPartition(t, p): o for t, p, o in read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)}
-        starts = {TopicPartition(t, p): o for t, p, o in read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)}
+        points = {
+            TopicPartition(t, p): o
+            for t, p, o in read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        }
+        starts = {
+            TopicPartition(t, p): o
+            for t, p, o in read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        }
         recovered = {}
         for child in sorted(d.iterdir()):
             if not child.is_dir():
@@ -205,7 +211,10 @@ class LogManager:
             if unflushed <= 0:
                 m.last_flush_ms = now
                 continue
-            if unflushed >= m.config["flush.messages"] or now - m.last_flush_ms >= m.config["flush.ms"]:
+            if (
+                unflushed >= m.config["flush.messages"]
+                or now - m.last_flush_ms >= m.config["flush.ms"]
+            ):
                 log.flush()
                 m.last_flush_ms = now
                 flushed += 1
@@ -231,7 +240,8 @@ class LogManager:
         for d in self._dirs:
             mine = [(tp, m.log) for tp, m in self._logs.items() if m.dir == d]
             write_offset_checkpoint(
-                d / RECOVERY_POINT_CHECKPOINT, [(tp.topic, tp.partition, log.recovery_point) for tp, log in mine]
+                d / RECOVERY_POINT_CHECKPOINT,
+                [(tp.topic, tp.partition, log.recovery_point) for tp, log in mine],
             )
             write_offset_checkpoint(
                 d / LOG_START_OFFSET_CHECKPOINT,

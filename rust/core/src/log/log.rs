@@ -178,10 +178,13 @@ impl Log {
         log.epoch_cache.truncate_from_end(log.next_offset)?;
         log.epoch_cache.truncate_from_start(log.log_start_offset)?;
         log.epoch_cache.flush()?;
-        log.recovery_point = log.recovery_point.min(log.next_offset);
-        if info.recovered_segments > 0 {
-            log.flush(log.next_offset)?;
-        }
+        // As Kafka's LogLoader: only a flush advances the recovery point, so a crash right
+        // after this open recovers the same segments again.
+        log.recovery_point = if opts.clean_shutdown && info.recovered_segments == 0 {
+            log.next_offset
+        } else {
+            log.recovery_point.min(log.next_offset)
+        };
         Ok((log, info))
     }
 
@@ -568,11 +571,15 @@ impl Log {
             .range(..=start_offset)
             .next_back()
             .unwrap_or_else(|| self.segments.iter().next().expect("a segment"));
-        for (_, seg) in self.segments.range(floor..) {
+        let segments: Vec<&Segment> = self.segments.range(floor..).map(|(_, s)| s).collect();
+        for (i, seg) in segments.iter().enumerate() {
             if offset >= upper {
                 break;
             }
+            // Offsets in this segment are below `seg_end`.
+            let seg_end = segments.get(i + 1).map_or(self.next_offset, |s| s.base_offset());
             let Some((pos, first)) = seg.translate_offset(offset, 0)? else {
+                offset = seg_end;
                 continue;
             };
             meta.get_or_insert(LogOffsetMetadata {
@@ -583,16 +590,21 @@ impl Log {
             if first.last_offset() >= upper {
                 break;
             }
-            // Where the batches below `upper` end in this segment.
-            let upper_pos = match seg.translate_offset(upper, pos)? {
-                Some((p, _)) => p,
-                None => seg.size(),
+            // Where the batches below `upper` end in this segment; no scan when `upper` lies
+            // past it (the common case: reading up to the log end).
+            let upper_pos = if upper >= seg_end {
+                seg.size()
+            } else {
+                seg.translate_offset(upper, pos)?.map_or(seg.size(), |(p, _)| p)
             };
             let first_end = pos + first.size_in_bytes() as u64;
-            let end = if regions.is_empty() && min_one_batch && first_end - pos > budget {
+            let limit = upper_pos.min(pos.saturating_add(budget));
+            let end = if regions.is_empty() && min_one_batch && first_end > limit {
                 first_end
+            } else if limit >= seg.size() {
+                seg.size()
             } else {
-                seg.last_batch_end_before(pos, upper_pos.min(pos.saturating_add(budget)))?
+                seg.last_batch_end_before(pos, limit)?
             };
             if end <= pos {
                 break;
@@ -602,7 +614,7 @@ impl Log {
             if end < seg.size() {
                 break;
             }
-            offset = seg.read_next_offset_from(end)?;
+            offset = seg_end;
         }
         let meta = meta.unwrap_or_else(|| {
             let a = self.active();
@@ -822,25 +834,6 @@ impl Log {
         let dir = self.dir.clone();
         drop(self);
         fs::remove_dir_all(&dir).ctx("deleting log directory", &dir)
-    }
-}
-
-impl Segment {
-    /// The offset after the batch that ends at `position` (the next batch's base offset).
-    pub(crate) fn read_next_offset_from(&self, position: u64) -> Result<i64> {
-        if position >= self.size() {
-            return self.read_next_offset();
-        }
-        let mut s = super::scan::BatchScanner::new(
-            self.file(),
-            position,
-            self.size(),
-            RECORD_BATCH_OVERHEAD,
-        );
-        match s.next_header() {
-            Some(r) => Ok(r?.1.base_offset),
-            None => self.read_next_offset(),
-        }
     }
 }
 

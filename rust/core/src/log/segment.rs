@@ -21,6 +21,9 @@ pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 
 /// Bytes read per `pread` when walking batch headers.
 const SCAN_CHUNK: usize = 16 * 1024;
+/// Bytes read per `pread` when looking up an offset: an index interval and then some, as the
+/// target batch starts within about `index.interval.bytes` of the index entry.
+const LOOKUP_CHUNK: usize = 4096 + 2 * crate::record::RECORD_BATCH_OVERHEAD;
 /// Bytes read per `pread` when recovering (whole batches are CRC-checked).
 const RECOVERY_CHUNK: usize = 8 << 20;
 
@@ -345,7 +348,7 @@ impl Segment {
     /// `offset` (Kafka's `translateOffset`).
     pub fn translate_offset(&self, offset: i64, start: u64) -> Result<Option<(u64, BatchHeader)>> {
         let from = self.offset_index.lookup(offset).position.max(start);
-        let mut s = self.scanner(from, SCAN_CHUNK);
+        let mut s = self.scanner(from, LOOKUP_CHUNK);
         while let Some(r) = s.next_header() {
             let (pos, h) = r?;
             if h.last_offset() >= offset {
@@ -363,7 +366,7 @@ impl Segment {
             .lookup_by_position(limit)
             .position
             .max(start);
-        let mut s = self.scanner(from, SCAN_CHUNK);
+        let mut s = self.scanner(from, LOOKUP_CHUNK);
         let mut end = from;
         while let Some(r) = s.next_header() {
             let (pos, h) = r?;

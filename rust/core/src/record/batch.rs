@@ -538,7 +538,7 @@ mod tests {
             let good = sample(c);
             for i in 0..good.len() {
                 // baseOffset and partitionLeaderEpoch are outside the CRC by design.
-                if i < off::MAGIC && i >= off::LEADER_EPOCH || i < off::LENGTH {
+                if (off::LEADER_EPOCH..off::MAGIC).contains(&i) || i < off::LENGTH {
                     continue;
                 }
                 let mut bad = good.clone();
