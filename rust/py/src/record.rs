@@ -95,6 +95,14 @@ impl BatchBuilder {
             checked(Some(k), "header key")?;
             checked(*v, "header value")?;
         }
+        let grown =
+            self.inner.uncompressed_size() + self.inner.record_size(timestamp, key, value, &hs);
+        if grown > i32::MAX as usize {
+            return Err(invalid_request(format!(
+                "a record batch cannot exceed {} bytes",
+                i32::MAX
+            )));
+        }
         Ok(self.inner.append(timestamp, key, value, &hs))
     }
 
@@ -126,9 +134,17 @@ impl BatchBuilder {
             Some(k) => k.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect(),
             None => vec![None; vs.len()],
         };
+        let mut grown = self.inner.uncompressed_size();
         for (k, v) in ks.iter().zip(&vs) {
             checked(*k, "key")?;
             checked(*v, "value")?;
+            grown += k.map_or(0, <[u8]>::len) + v.map_or(0, <[u8]>::len) + 32;
+        }
+        if grown > i32::MAX as usize {
+            return Err(invalid_request(format!(
+                "a record batch cannot exceed {} bytes",
+                i32::MAX
+            )));
         }
         let inner = &mut self.inner;
         py.allow_threads(|| {

@@ -226,7 +226,7 @@ impl Log {
                     info.recovered_segments += 1;
                 }
                 info.recovered_bytes += seg.size();
-                let truncated = seg.recover(prev_next, &mut |h: &BatchHeader| {
+                let truncated = seg.recover(&self.config, prev_next, &mut |h: &BatchHeader| {
                     let e = h.partition_leader_epoch;
                     if e >= 0 && epochs.last().is_none_or(|l| e > l.epoch) {
                         epochs.push(EpochEntry {
@@ -577,7 +577,9 @@ impl Log {
                 break;
             }
             // Offsets in this segment are below `seg_end`.
-            let seg_end = segments.get(i + 1).map_or(self.next_offset, |s| s.base_offset());
+            let seg_end = segments
+                .get(i + 1)
+                .map_or(self.next_offset, |s| s.base_offset());
             let Some((pos, first)) = seg.translate_offset(offset, 0)? else {
                 offset = seg_end;
                 continue;
@@ -595,7 +597,8 @@ impl Log {
             let upper_pos = if upper >= seg_end {
                 seg.size()
             } else {
-                seg.translate_offset(upper, pos)?.map_or(seg.size(), |(p, _)| p)
+                seg.translate_offset(upper, pos)?
+                    .map_or(seg.size(), |(p, _)| p)
             };
             let first_end = pos + first.size_in_bytes() as u64;
             let limit = upper_pos.min(pos.saturating_add(budget));
@@ -652,14 +655,31 @@ impl Log {
                 }));
             }
             MAX_TIMESTAMP => {
-                let best = self
-                    .segments
-                    .values()
-                    .filter(|s| s.max_timestamp_so_far() >= 0)
-                    .max_by_key(|s| s.max_timestamp_so_far());
-                let Some(seg) = best else { return Ok(None) };
-                return seg
-                    .find_offset_by_timestamp(seg.max_timestamp_so_far(), self.log_start_offset);
+                // The earliest record with the largest timestamp at or after the log start
+                // (KIP-734). Only the segment holding the log start needs a scan.
+                let start = self.log_start_offset;
+                let mut best: Option<(i64, &Segment)> = None;
+                let segs: Vec<&Segment> = self.segments.values().collect();
+                for (i, seg) in segs.iter().enumerate() {
+                    let end = segs
+                        .get(i + 1)
+                        .map_or(self.next_offset, |n| n.base_offset());
+                    if end <= start {
+                        continue;
+                    }
+                    let ts = if seg.base_offset() < start {
+                        seg.max_timestamp_from(start)?
+                    } else {
+                        seg.max_timestamp_so_far()
+                    };
+                    if ts >= 0 && best.is_none_or(|(b, _)| ts > b) {
+                        best = Some((ts, seg));
+                    }
+                }
+                let Some((ts, seg)) = best else {
+                    return Ok(None);
+                };
+                return seg.find_offset_by_timestamp(ts, start);
             }
             t if t < 0 => {
                 return Err(Error::InvalidRequest(format!(

@@ -238,11 +238,14 @@ impl Segment {
     /// cut off.
     pub fn recover(
         &mut self,
+        config: &LogConfig,
         min_offset: i64,
         on_batch: &mut dyn FnMut(&BatchHeader),
     ) -> Result<u64> {
         self.offset_index.reset();
         self.time_index.reset();
+        // Room for the rebuilt entries; the caller trims again if the segment is not active.
+        self.on_become_active(config)?;
         self.max_timestamp_so_far = NO_TIMESTAMP;
         self.offset_of_max_timestamp_so_far = self.base_offset;
         self.bytes_since_last_index_entry = 0;
@@ -286,7 +289,12 @@ impl Segment {
         if self.rolling_based_timestamp.is_none() {
             self.rolling_based_timestamp = Some(b.max_timestamp);
         }
-        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+        // A full index (possible only when recovering under a smaller segment.index.bytes)
+        // stops gaining entries: lookups then scan further, but stay correct.
+        if self.bytes_since_last_index_entry > self.index_interval_bytes
+            && !self.offset_index.is_full()
+            && !self.time_index.is_full()
+        {
             self.offset_index.append(b.last_offset, position)?;
             self.time_index.maybe_append(
                 self.max_timestamp_so_far,
@@ -338,10 +346,42 @@ impl Segment {
         self.size = start + total;
         let mut pos = start;
         for m in metas {
-            self.index_batch(m, pos)?;
+            if let Err(e) = self.index_batch(m, pos) {
+                // Never keep bytes the log did not acknowledge: undo the whole append.
+                self.undo_append(start, metas[0].base_offset)?;
+                return Err(e);
+            }
             pos += m.size;
         }
         Ok(())
+    }
+
+    fn undo_append(&mut self, size: u64, first_offset: i64) -> Result<()> {
+        self.offset_index.truncate_to(first_offset);
+        self.time_index.truncate_to(first_offset);
+        self.file.set_len(size).ctx("truncating", &self.log_path)?;
+        self.size = size;
+        self.max_timestamp_so_far = NO_TIMESTAMP;
+        self.offset_of_max_timestamp_so_far = self.base_offset;
+        if let Some(last) = self.time_index.last_entry() {
+            self.max_timestamp_so_far = last.timestamp;
+            self.offset_of_max_timestamp_so_far = last.offset;
+        }
+        self.rolling_based_timestamp = None;
+        self.load_timestamps()
+    }
+
+    /// The largest batch timestamp among batches holding offsets >= `offset`.
+    pub fn max_timestamp_from(&self, offset: i64) -> Result<i64> {
+        let Some((pos, _)) = self.translate_offset(offset, 0)? else {
+            return Ok(NO_TIMESTAMP);
+        };
+        let mut s = self.scanner(pos, SCAN_CHUNK);
+        let mut max = NO_TIMESTAMP;
+        while let Some(r) = s.next_header() {
+            max = max.max(r?.1.max_timestamp);
+        }
+        Ok(max)
     }
 
     /// Position and header of the first batch at or after `start` whose last offset is >=
