@@ -304,8 +304,13 @@ def resolve_topic_config(
             continue
         for synonym, multiplier in key.synonyms:
             if synonym in broker:
-                raw = parse_value(ConfigKey(synonym, key.type, None, ""), broker[synonym])
-                values[name] = raw * multiplier if multiplier != 1 else raw
+                # Kafka types the .hours/.minutes synonyms as 32-bit ints, and reads any
+                # negative retention time as -1, unlimited (KafkaConfig.logRetentionTimeMillis).
+                type_ = "int" if multiplier != 1 else key.type
+                raw = parse_value(ConfigKey(synonym, type_, None, ""), broker[synonym])
+                if name == "retention.ms" and raw < 0:
+                    raw = -1
+                values[name] = raw * multiplier if multiplier != 1 and raw >= 0 else raw
                 if key.validator is not None:
                     key.validator(synonym, values[name])
                 sources[name] = "STATIC_BROKER_CONFIG"

@@ -170,7 +170,8 @@ def dump_log_file(path: Path, out: TextIO, *, deep: bool, print_data: bool, max_
             if print_data:
                 if r.key is not None:
                     line += f" key: {_show(r.key)}"
-                line += f" payload: {_show(r.value)}"
+                if r.value is not None:
+                    line += f" payload: {_show(r.value)}"
             print(line, file=out)
 
 
@@ -201,9 +202,11 @@ def dump_offset_index(path: Path, out: TextIO, *, verify_only: bool, sanity_only
     batches = _log_batches_by_position(log_path) if log_path.exists() else {}
     mismatches = []
     prev = None
+    insane = False
     for offset, position in entries:
         if sanity_only:
             if prev is not None and (offset <= prev[0] or position <= prev[1]):
+                insane = True
                 print(
                     f"{path} has an out-of-order entry: offset {offset} position {position}",
                     file=out,
@@ -221,7 +224,7 @@ def dump_offset_index(path: Path, out: TextIO, *, verify_only: bool, sanity_only
         print(f"Mismatches in :{path}", file=out)
         for index_offset, log_offset in mismatches:
             print(f"  Index offset: {index_offset}, log offset: {log_offset}", file=out)
-    elif sanity_only:
+    elif sanity_only and not insane:
         print(f"{path} passed sanity check.", file=out)
 
 
@@ -238,8 +241,10 @@ def dump_time_index(path: Path, out: TextIO, *, verify_only: bool, sanity_only: 
     by_last = {last: ts for last, ts in batches.values()}
     prev_ts = -1
     mismatches = []
+    insane = False
     for ts, offset in entries:
         if ts <= prev_ts:
+            insane = True
             print(f"Found timestamp mismatch in :{path}", file=out)
             print(f"  Index timestamp: {ts}, previous index timestamp: {prev_ts}", file=out)
         prev_ts = ts
@@ -251,5 +256,5 @@ def dump_time_index(path: Path, out: TextIO, *, verify_only: bool, sanity_only: 
         print(f"Indexed offsets not found in :{path}", file=out)
         for ts, offset in mismatches:
             print(f"  Index timestamp: {ts}, offset: {offset}", file=out)
-    elif sanity_only:
+    elif sanity_only and not insane:
         print(f"{path} passed sanity check.", file=out)

@@ -43,7 +43,7 @@ def partition_dir_name(topic: str, partition: int) -> str:
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     """``("my-topic", 3)`` for ``"my-topic-3"``; None if the name is not a partition dir."""
     topic, sep, part = name.rpartition("-")
-    if not sep or not part.isdigit() or not topic:
+    if not sep or not (part.isascii() and part.isdigit()) or not topic:
         return None
     try:
         validate_topic_name(topic)

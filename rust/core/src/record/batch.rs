@@ -65,6 +65,13 @@ impl BatchHeader {
     /// Parse and sanity-check the header at the start of `buf`. Does not check the CRC or
     /// that `buf` holds the whole batch; see [`validate_batch`].
     pub fn parse(buf: &[u8]) -> Result<Self> {
+        let h = Self::read(buf)?;
+        h.check()?;
+        Ok(h)
+    }
+
+    /// Read the header checking only its framing (length and magic), not its fields.
+    fn read(buf: &[u8]) -> Result<Self> {
         if buf.len() < LOG_OVERHEAD {
             return Err(Error::corrupt(format!(
                 "{} bytes are too few for a record batch header",
@@ -110,7 +117,6 @@ impl BatchHeader {
             base_sequence: be_i32(buf, off::BASE_SEQUENCE),
             record_count: be_i32(buf, off::RECORD_COUNT),
         };
-        h.check()?;
         Ok(h)
     }
 
@@ -204,7 +210,9 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
 /// Validate the one batch that starts at `buf[0]`: header sanity, that all its bytes are
 /// present, and its CRC. Returns the header; `buf` may hold more bytes after the batch.
 pub fn validate_batch(buf: &[u8]) -> Result<BatchHeader> {
-    let h = BatchHeader::parse(buf)?;
+    // The CRC is checked before the fields it covers, so a damaged byte reads as
+    // CORRUPT_MESSAGE (retriable) rather than as some other, final error.
+    let h = BatchHeader::read(buf)?;
     let size = h.size_in_bytes();
     if buf.len() < size {
         return Err(Error::corrupt(format!(
@@ -220,6 +228,7 @@ pub fn validate_batch(buf: &[u8]) -> Result<BatchHeader> {
             h.base_offset, h.crc
         )));
     }
+    h.check()?;
     Ok(h)
 }
 
@@ -436,7 +445,7 @@ pub fn decode_batches(
     let mut pos = 0;
     while pos < buf.len() {
         let rest = &buf[pos..];
-        let h = match BatchHeader::parse(rest) {
+        let h = match BatchHeader::read(rest) {
             Ok(h) if h.size_in_bytes() <= rest.len() => h,
             Ok(_) | Err(_) if allow_partial_tail && is_partial(rest) => break,
             Ok(h) => {
@@ -451,6 +460,8 @@ pub fn decode_batches(
         let batch = &rest[..h.size_in_bytes()];
         if verify_crc {
             validate_batch(batch)?;
+        } else {
+            h.check()?;
         }
         let mut scratch = Vec::new();
         let spans = {
@@ -476,10 +487,16 @@ pub fn decode_batches(
 /// True when `rest` is a prefix of a batch that was cut short: too short for a header, or a
 /// sane header whose batch extends past the end.
 fn is_partial(rest: &[u8]) -> bool {
-    if rest.len() < RECORD_BATCH_OVERHEAD {
+    if rest.len() < LOG_OVERHEAD {
         return true;
     }
-    matches!(BatchHeader::parse(rest), Ok(h) if h.size_in_bytes() > rest.len())
+    let length = be_i32(rest, off::LENGTH);
+    if length < (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD) as i32
+        || rest.len() >= LOG_OVERHEAD + length as usize
+    {
+        return false;
+    }
+    rest.len() <= off::MAGIC || rest[off::MAGIC] as i8 == MAGIC_V2
 }
 
 #[cfg(test)]
