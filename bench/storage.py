@@ -6,10 +6,11 @@ Measured (each ``--repeat`` times, Rillet and baseline interleaved, best kept):
 
 * append of pre-built 16 KiB and 1 MiB uncompressed batches through ``Log.append_as_leader``
   vs ``os.write`` of the same bytes in the same chunk sizes (no fsync on either side);
-* sequential read of the whole log (``log.read(offset, 1 MiB)`` + ``read_all()``) vs
-  ``os.pread`` of a plain file in 1 MiB chunks (both from the page cache);
-* zero-copy send of the log (``log.read`` regions through ``rillet.transfer``) vs
-  ``os.sendfile`` of the plain file, both to a loopback TCP socket drained by a reader in a
+* sequential read of the 16 KiB-batch log (``log.read(offset, 1 MiB)`` + ``read_all()``) vs
+  ``os.pread`` in 1 MiB chunks of a plain file written the same way (16 KiB writes), both
+  from the page cache;
+* zero-copy send of that log (``log.read`` regions through ``rillet.transfer``) vs
+  ``os.sendfile`` of that plain file, both to a loopback TCP socket drained by a reader in a
   separate process;
 * offset lookups: ``log.read(random_offset, 1)`` latency percentiles;
 * unclean-open recovery throughput (``Log.open(..., clean_shutdown=False, recovery_point=0)``);
@@ -142,6 +143,27 @@ def bench_append(d: Path, batch: bytes, count: int, keep: bool) -> tuple[float, 
     return elapsed, None
 
 
+def warm_page_cache(workdir: Path, nbytes: int) -> None:
+    """Write and delete ``nbytes`` of files, untimed. In a VM whose balloon hands freed guest
+    memory back to the host (free page reporting), the first write into never-touched or
+    long-free memory is several times slower than into recycled pages: warm it up so no
+    timed phase pays that."""
+    chunk = b"\0" * MIB
+    paths = []
+    per_file = 1 << 30
+    left = nbytes
+    while left > 0:
+        p = workdir / f"warm-{len(paths)}.bin"
+        paths.append(p)
+        n = min(per_file, left)
+        with open(p, "wb", buffering=0) as f:
+            for _ in range(n // MIB):
+                f.write(chunk)
+        left -= n
+    for p in paths:
+        p.unlink()
+
+
 def bench_write(p: Path, chunk: bytes, count: int, keep: bool) -> float:
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     write = os.write
@@ -180,33 +202,46 @@ def bench_log_read(lg: Log, fetch_bytes: int, batch_size: int, recs_per_batch: i
     return elapsed
 
 
-def bench_raw_pread(path: Path, chunk: int) -> float:
-    size = path.stat().st_size
-    fd = os.open(path, os.O_RDONLY)
+def open_all(paths: list[Path]) -> list[tuple[int, int]]:
+    return [(os.open(p, os.O_RDONLY), p.stat().st_size) for p in paths]
+
+
+def close_all(files: list[tuple[int, int]]) -> None:
+    for fd, _ in files:
+        os.close(fd)
+
+
+def bench_raw_pread(paths: list[Path], chunk: int) -> float:
+    """``os.pread`` (a new ``bytes`` per call, like ``read_all``) over the files in order."""
+    files = open_all(paths)
     pread = os.pread
+    total = 0
     try:
-        off = 0
         t0 = time.perf_counter()
-        while off < size:
-            off += len(pread(fd, chunk, off))
+        for fd, size in files:
+            off = 0
+            while off < size:
+                off += len(pread(fd, chunk, off))
+            total += off
         elapsed = time.perf_counter() - t0
     finally:
-        os.close(fd)
-    assert off == size
+        close_all(files)
+    assert total == sum(size for _, size in files)
     return elapsed
 
 
-def bench_raw_readinto(path: Path, chunk: int) -> float:
-    size = path.stat().st_size
+def bench_raw_readinto(paths: list[Path], chunk: int) -> float:
+    """``readinto`` one reused buffer: the cheapest way Python can pull the bytes in."""
     buf = memoryview(bytearray(chunk))
     total = 0
-    with open(path, "rb", buffering=0) as f:
-        readinto = f.readinto
-        t0 = time.perf_counter()
-        while n := readinto(buf):
-            total += n
-        elapsed = time.perf_counter() - t0
-    assert total == size
+    t0 = time.perf_counter()
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            readinto = f.readinto
+            while n := readinto(buf):
+                total += n
+    elapsed = time.perf_counter() - t0
+    assert total == sum(p.stat().st_size for p in paths)
     return elapsed
 
 
@@ -273,20 +308,20 @@ def bench_log_sendfile(
     return reader.timed_send(lg.size_in_bytes, send)
 
 
-def bench_raw_sendfile(reader: Reader, path: Path, chunk: int) -> float:
-    size = path.stat().st_size
-    ffd = os.open(path, os.O_RDONLY)
+def bench_raw_sendfile(reader: Reader, paths: list[Path], chunk: int) -> float:
+    files = open_all(paths)
     sendfile = os.sendfile
 
     def send(fd: int) -> None:
-        off = 0
-        while off < size:
-            off += sendfile(fd, ffd, off, min(chunk, size - off))
+        for ffd, size in files:
+            off = 0
+            while off < size:
+                off += sendfile(fd, ffd, off, min(chunk, size - off))
 
     try:
-        return reader.timed_send(size, send)
+        return reader.timed_send(sum(size for _, size in files), send)
     finally:
-        os.close(ffd)
+        close_all(files)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,8 +434,14 @@ def interleaved_one(r: int, a: Callable[[int], Any], b: Callable[[int], Any]) ->
 
 
 APPEND_KEYS = ["append_16k_mb_s", "raw_write_16k_mb_s", "append_1m_mb_s", "raw_write_mb_s"]
-READ_KEYS = ["read_mb_s", "raw_read_mb_s", "raw_readinto_mb_s"]
-SENDFILE_KEYS = ["sendfile_mb_s", "raw_sendfile_mb_s"]
+READ_KEYS = [
+    "read_mb_s",
+    "raw_read_mb_s",
+    "raw_readinto_mb_s",
+    "raw_read_segment_mb_s",
+    "raw_read_1mw_mb_s",
+]
+SENDFILE_KEYS = ["sendfile_mb_s", "raw_sendfile_mb_s", "raw_sendfile_segment_mb_s"]
 LOOKUP_KEYS = ["lookup_p50_us", "lookup_p99_us", "lookup_mean_us"]
 BUILD_KEYS = ["build_records_per_s", "build_bulk_records_per_s", "py_call_floor_records_per_s"]
 
@@ -431,7 +472,12 @@ def print_summary(res: dict[str, Any]) -> None:
     for label, a, b, ratio, tk, tdesc in rows:
         ok = "ok" if t[tk] else "MISSED"
         print(f"{label:28}{res[a]:>12,.1f}{res[b]:>12,.1f}{res[ratio]:>8.3f}  {tdesc} {ok}")
-    print(f"{'  (readinto, reused buffer)':28}{'':>12}{res['raw_readinto_mb_s']:>12,.1f}")
+    print(
+        f"  other baselines MB/s: readinto (reused buffer) {res['raw_readinto_mb_s']:,.1f}, "
+        f"pread of the log's segment files {res['raw_read_segment_mb_s']:,.1f}, "
+        f"pread of a 1 MiB-written file {res['raw_read_1mw_mb_s']:,.1f}, "
+        f"sendfile of the segment files {res['raw_sendfile_segment_mb_s']:,.1f}"
+    )
     ok = "ok" if t["lookup_p50_le_5us"] else "MISSED"
     print(
         f"lookup log.read(o, 1): p50 {res['lookup_p50_us']:.2f} us, p99 "
@@ -470,9 +516,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     args = ap.parse_args(argv)
 
-    total = args.size_mb * MIB
-    if total % MIB or total < MIB:
+    if args.size_mb < 1:
         ap.error("--size-mb must be >= 1")
+    total = args.size_mb * MIB
     repeat = max(1, args.repeat)
     gc.disable()  # nothing here makes cycles; keep collector pauses out of the timings
 
@@ -495,12 +541,16 @@ def main(argv: list[str] | None = None) -> int:
             best[key] = max(best[key], value) if higher_is_better else min(best[key], value)
 
     read_log: Log | None = None
-    raw_path = workdir / "raw.bin"
+    raw16_path = workdir / "raw-16k.bin"  # written in 16 KiB writes, like the 16 KiB log
+    raw1m_path = workdir / "raw-1m.bin"  # written in 1 MiB writes
     reader: Reader | None = None
     try:
+        log(f"warming the page cache ({4 * args.size_mb} MiB, untimed) ...")
+        warm_page_cache(workdir, 4 * total)
+
         # ---- append vs write ---------------------------------------------------------------
-        # The last repeat keeps the 16 KiB log and the 1 MiB-chunk raw file for the read
-        # phases; everything else is deleted right away (dirty pages dropped, never fsynced).
+        # The last repeat keeps the 16 KiB log and both raw files for the read phases;
+        # everything else is deleted right away (dirty pages dropped, never fsynced).
         log("append/write ...")
         for r in range(repeat):
             keep = r == repeat - 1
@@ -512,8 +562,8 @@ def main(argv: list[str] | None = None) -> int:
                 if lg is not None:
                     read_log = lg
 
-            def raw_16k(_r: int) -> None:
-                el = bench_write(workdir / "raw-16k.bin", b16, n16, False)
+            def raw_16k(_r: int, keep: bool = keep) -> None:
+                el = bench_write(raw16_path, b16, n16, keep)
                 record("raw_write_16k_mb_s", rate(n16 * len(b16), el))
 
             def rillet_1m(_r: int) -> None:
@@ -521,59 +571,70 @@ def main(argv: list[str] | None = None) -> int:
                 record("append_1m_mb_s", rate(n1m * len(b1m), el))
 
             def raw_1m(_r: int, keep: bool = keep) -> None:
-                el = bench_write(raw_path, b1m, n1m, keep)
+                el = bench_write(raw1m_path, b1m, n1m, keep)
                 record("raw_write_mb_s", rate(n1m * len(b1m), el))
 
             interleaved_one(r, rillet_16k, raw_16k)
             interleaved_one(r, rillet_1m, raw_1m)
             log(f"  repeat {r + 1}: " + fmt_last(samples, APPEND_KEYS))
         assert read_log is not None
+        lg = read_log
 
         # Settle: write the kept files back now (untimed) so background writeback does not run
         # during the read phases, and so the unclean open below does not time an fsync.
-        log("settling (fsync of the kept log and raw file) ...")
-        read_log.flush()
-        fd = os.open(raw_path, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
-        log_bytes = read_log.size_in_bytes
-        raw_bytes = raw_path.stat().st_size
-        log_dir = read_log.dir
+        log("settling (fsync of the kept log and raw files, untimed) ...")
+        lg.flush()
+        for p in (raw16_path, raw1m_path):
+            fd = os.open(p, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        log_bytes = lg.size_in_bytes
+        log_dir = lg.dir
+        seg_paths = [s.path for s in lg.segments()]
+        assert sum(p.stat().st_size for p in seg_paths) == log_bytes
+        raw_bytes = raw16_path.stat().st_size
+        fetch = args.fetch_bytes
 
         # ---- read vs pread -----------------------------------------------------------------
+        # Baseline: the raw file written in 16 KiB writes, as the log was. (How a file was
+        # written decides its page-cache folio sizes, and so how fast it reads back: the
+        # 1 MiB-written file and the log's own segment files are reported alongside.)
         log("read ...")
         gc.collect()
-        lg = read_log
-        fetch = args.fetch_bytes
+
+        def log_read(_r: int) -> None:
+            record("read_mb_s", rate(log_bytes, bench_log_read(lg, fetch, len(b16), r16)))
+
+        def raw_read(_r: int) -> None:
+            record("raw_read_mb_s", rate(raw_bytes, bench_raw_pread([raw16_path], fetch)))
+
         for r in range(repeat):
-            interleaved_one(
-                r,
-                lambda _r: record(
-                    "read_mb_s", rate(log_bytes, bench_log_read(lg, fetch, len(b16), r16))
-                ),
-                lambda _r: record(
-                    "raw_read_mb_s", rate(raw_bytes, bench_raw_pread(raw_path, fetch))
-                ),
-            )
-            el = bench_raw_readinto(raw_path, fetch)
+            interleaved_one(r, log_read, raw_read)
+            el = bench_raw_readinto([raw16_path], fetch)
             record("raw_readinto_mb_s", rate(raw_bytes, el))
+            el = bench_raw_pread(seg_paths, fetch)
+            record("raw_read_segment_mb_s", rate(log_bytes, el))
+            el = bench_raw_pread([raw1m_path], fetch)
+            record("raw_read_1mw_mb_s", rate(raw1m_path.stat().st_size, el))
             log(f"  repeat {r + 1}: " + fmt_last(samples, READ_KEYS))
 
         # ---- sendfile ----------------------------------------------------------------------
         log("sendfile ...")
         reader = Reader(MIB)
         rd = reader
+
+        def log_sendfile(_r: int) -> None:
+            el = bench_log_sendfile(rd, lg, fetch, len(b16), r16)
+            record("sendfile_mb_s", rate(log_bytes, el))
+
+        def raw_sendfile(_r: int) -> None:
+            el = bench_raw_sendfile(rd, [raw16_path], fetch)
+            record("raw_sendfile_mb_s", rate(raw_bytes, el))
+
         for r in range(repeat):
-            interleaved_one(
-                r,
-                lambda _r: record(
-                    "sendfile_mb_s",
-                    rate(log_bytes, bench_log_sendfile(rd, lg, fetch, len(b16), r16)),
-                ),
-                lambda _r: record(
-                    "raw_sendfile_mb_s", rate(raw_bytes, bench_raw_sendfile(rd, raw_path, fetch))
-                ),
-            )
+            interleaved_one(r, log_sendfile, raw_sendfile)
+            el = bench_raw_sendfile(rd, seg_paths, fetch)
+            record("raw_sendfile_segment_mb_s", rate(log_bytes, el))
             log(f"  repeat {r + 1}: " + fmt_last(samples, SENDFILE_KEYS))
         reader.close()
         reader = None
