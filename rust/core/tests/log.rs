@@ -2369,3 +2369,40 @@ fn offset_for_max_timestamp_ignores_records_below_the_log_start() {
     let found = log.fetch_offset_by_timestamp(MAX_TIMESTAMP).unwrap();
     assert_eq!(found.map(|t| (t.offset, t.timestamp)), Some((20, TS + 20)));
 }
+
+/// Appends of 256 KiB and more are validated on a second core while they are written; a
+/// bad one must still leave the log exactly as it was.
+fn big_config() -> LogConfig {
+    config_with(|c| {
+        c.segment_bytes = 64 << 20;
+        c.max_message_bytes = 8 << 20;
+    })
+}
+
+#[test]
+fn big_append_is_validated_in_parallel_and_kept_when_good() {
+    let f = fixture();
+    let mut log = open_new(&f.dir, big_config());
+    append(&mut log, 3);
+    let data = batch(3, 20_000);
+    assert!(data.len() >= 256 * 1024);
+    let info = log.append_as_leader(&data, 0, NOW, false).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (3, 20_002));
+    assert_values(&read_all(&log), 0, 20_003, |_| 'v');
+}
+
+#[test]
+fn big_bad_append_leaves_the_log_unchanged() {
+    // A flipped byte in the middle: the CRC fails.
+    let mut data = batch(12, 20_000);
+    let mid = data.len() / 2;
+    data[mid] ^= 0x01;
+    assert_rejected(&data, big_config(), false, corrupt);
+    // A broken record under a correct CRC: the record check fails.
+    let mut data = batch(12, 20_000);
+    let last = data.len() - 1;
+    data[last] = 0x7f; // the last record's header count now lies
+    let crc = crc32c::crc32c(&data[21..]);
+    data[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_rejected(&data, big_config(), false, corrupt);
+}

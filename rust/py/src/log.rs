@@ -12,7 +12,7 @@ use rillet_core::log::{
 use rillet_core::Error;
 
 use crate::errors::{invalid_request, to_py, IntoPyResult};
-use crate::io::{read_regions, FileRegion};
+use crate::io::{read_regions, read_regions_into, FileRegion};
 use crate::record::parse_timestamp_type;
 
 fn now_ms() -> i64 {
@@ -219,6 +219,10 @@ impl FetchDataInfo {
     /// All regions' bytes, read into one `bytes` with the GIL released.
     fn read_all<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         read_regions(py, &self.inner.regions)
+    }
+    /// All regions' bytes, read into a writable buffer (no allocation); returns the count.
+    fn read_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        read_regions_into(py, &self.inner.regions, buffer)
     }
     fn __repr__(&self) -> String {
         format!(

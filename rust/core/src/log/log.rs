@@ -12,9 +12,13 @@ use super::segment::{BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SU
 use crate::error::{Error, IoContext, Result};
 use crate::io::FileRegion;
 use crate::record::batch::{
-    compute_crc, parse_records, records_bytes, validate_batches, BatchHeader, ATTR_TIMESTAMP_TYPE,
+    check_records, compute_crc, frame_batches, records_bytes, validate_batch, validate_batches,
+    BatchHeader, ATTR_TIMESTAMP_TYPE,
 };
 use crate::record::{off, TimestampType, RECORD_BATCH_OVERHEAD};
+
+/// Appends at least this large are validated on a second core while they are written.
+const PARALLEL_VALIDATION_BYTES: usize = 256 * 1024;
 
 /// ListOffsets' special timestamps.
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -337,7 +341,7 @@ impl Log {
         now_ms: i64,
         allow_control: bool,
     ) -> Result<LogAppendInfo> {
-        let batches = self.validate_append(data)?;
+        let batches = self.frame_append(data)?;
         for (_, h) in &batches {
             if h.record_count == 0 {
                 return Err(Error::invalid(format!(
@@ -356,14 +360,18 @@ impl Log {
                 ));
             }
         }
-        // Every record must parse: a batch whose records are garbage is refused here rather
-        // than served to consumers. Compressed batches are decompressed to check.
-        for (pos, h) in &batches {
-            let batch = &data[*pos..*pos + h.size_in_bytes()];
-            let mut scratch = Vec::new();
-            let recs = records_bytes(h, batch, &mut scratch)?;
-            parse_records(h, recs, true)?;
-        }
+        // Every batch's CRC and every record must check out: a batch whose records are
+        // garbage is refused here rather than served to consumers. Compressed batches are
+        // decompressed to check.
+        let validate = || -> Result<()> {
+            for (pos, h) in &batches {
+                let batch = &data[*pos..*pos + h.size_in_bytes()];
+                validate_batch(batch)?;
+                let mut scratch = Vec::new();
+                check_records(h, records_bytes(h, batch, &mut scratch)?, true)?;
+            }
+            Ok(())
+        };
         let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
         let mut headers: Vec<[u8; RECORD_BATCH_OVERHEAD]> = Vec::with_capacity(batches.len());
         let mut metas = Vec::with_capacity(batches.len());
@@ -411,7 +419,35 @@ impl Log {
             ));
         }
         let first = self.next_offset;
-        self.write(&metas, &iov, max_ts, now_ms)?;
+        let last = offset - 1;
+        let rolls =
+            self.active()
+                .should_roll(&self.config, data.len() as u64, last, max_ts, now_ms)
+                || first - self.active().base_offset() > i32::MAX as i64;
+        if data.len() >= PARALLEL_VALIDATION_BYTES && !rolls {
+            // Large appends: validate on another core while the bytes are copied into the page
+            // cache, and take the write back if validation fails. Nobody can read the bytes
+            // meanwhile: the log end offset moves only after both succeed, under the log's lock.
+            let active = self.active_mut();
+            let start = active.size();
+            // The write stays on this thread; only the check is handed to the pool, so a
+            // sleeping worker's wake-up overlaps the copy instead of delaying it.
+            let mut valid = Ok(());
+            let mut written = Ok(());
+            rayon::in_place_scope(|scope| {
+                scope.spawn(|_| valid = validate());
+                written = active.append(&metas, &iov);
+            });
+            written?;
+            if let Err(e) = valid {
+                active.undo_append(start, first)?;
+                return Err(e);
+            }
+            self.next_offset = last + 1;
+        } else {
+            validate()?;
+            self.write(&metas, &iov, max_ts, now_ms)?;
+        }
         if leader_epoch >= 0 {
             self.epoch_cache.assign(leader_epoch, first)?;
         }
@@ -476,7 +512,15 @@ impl Log {
         })
     }
 
-    fn validate_append(&self, data: &[u8]) -> Result<Vec<(usize, BatchHeader)>> {
+    /// Size limits and batch boundaries of an append, without checking CRCs.
+    fn frame_append(&self, data: &[u8]) -> Result<Vec<(usize, BatchHeader)>> {
+        self.check_append_size(data)?;
+        let batches = frame_batches(data)?;
+        self.check_batch_sizes(&batches)?;
+        Ok(batches)
+    }
+
+    fn check_append_size(&self, data: &[u8]) -> Result<()> {
         if data.is_empty() {
             return Err(Error::invalid(
                 "an append must hold at least one record batch",
@@ -488,8 +532,11 @@ impl Log {
                 max: self.config.segment_bytes as usize,
             });
         }
-        let batches = validate_batches(data)?;
-        for (_, h) in &batches {
+        Ok(())
+    }
+
+    fn check_batch_sizes(&self, batches: &[(usize, BatchHeader)]) -> Result<()> {
+        for (_, h) in batches {
             if h.size_in_bytes() as u64 > self.config.max_message_bytes {
                 return Err(Error::RecordTooLarge {
                     size: h.size_in_bytes(),
@@ -497,6 +544,14 @@ impl Log {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Size limits, batch boundaries and CRCs of an append.
+    fn validate_append(&self, data: &[u8]) -> Result<Vec<(usize, BatchHeader)>> {
+        self.check_append_size(data)?;
+        let batches = validate_batches(data)?;
+        self.check_batch_sizes(&batches)?;
         Ok(batches)
     }
 

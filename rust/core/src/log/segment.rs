@@ -356,7 +356,8 @@ impl Segment {
         Ok(())
     }
 
-    fn undo_append(&mut self, size: u64, first_offset: i64) -> Result<()> {
+    /// Cut the segment back to `size` bytes, dropping index entries from `first_offset` on.
+    pub(crate) fn undo_append(&mut self, size: u64, first_offset: i64) -> Result<()> {
         self.offset_index.truncate_to(first_offset);
         self.time_index.truncate_to(first_offset);
         self.file.set_len(size).ctx("truncating", &self.log_path)?;

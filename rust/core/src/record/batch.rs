@@ -248,6 +248,24 @@ pub fn validate_batches(buf: &[u8]) -> Result<Vec<(usize, BatchHeader)>> {
     Ok(out)
 }
 
+/// Split a buffer of concatenated batches at their boundaries, checking each header but not
+/// the CRCs (see [`validate_batches`]). On failure the error is the one a full validation
+/// gives, so a damaged byte still reads as a CRC failure.
+pub fn frame_batches(buf: &[u8]) -> Result<Vec<(usize, BatchHeader)>> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        match BatchHeader::parse(&buf[pos..]) {
+            Ok(h) if h.size_in_bytes() <= buf.len() - pos => {
+                out.push((pos, h));
+                pos += h.size_in_bytes();
+            }
+            _ => return validate_batches(buf),
+        }
+    }
+    Ok(out)
+}
+
 /// Where one record's fields lie in the records buffer it was parsed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordSpan {
@@ -287,9 +305,26 @@ fn range_of(base: &[u8], part: &[u8]) -> Range<usize> {
 /// `lastOffsetDelta` (what a producer sends); otherwise they need only increase within
 /// `0..=lastOffsetDelta` (a compacted batch has gaps).
 pub fn parse_records(h: &BatchHeader, records: &[u8], strict: bool) -> Result<Vec<RecordSpan>> {
+    walk_records::<true>(h, records, strict)
+}
+
+/// Check every record as [`parse_records`] does, without keeping anything (no allocation).
+pub fn check_records(h: &BatchHeader, records: &[u8], strict: bool) -> Result<()> {
+    walk_records::<false>(h, records, strict).map(drop)
+}
+
+fn walk_records<const KEEP: bool>(
+    h: &BatchHeader,
+    records: &[u8],
+    strict: bool,
+) -> Result<Vec<RecordSpan>> {
     let count = h.record_count as usize;
     // Each record takes at least 7 bytes; never preallocate on a lying count.
-    let mut out = Vec::with_capacity(count.min(records.len() / 7 + 1));
+    let mut out = Vec::with_capacity(if KEEP {
+        count.min(records.len() / 7 + 1)
+    } else {
+        0
+    });
     let mut r = Reader::new(records);
     let mut last_delta: i64 = -1;
     for i in 0..count {
@@ -328,13 +363,15 @@ pub fn parse_records(h: &BatchHeader, records: &[u8], strict: bool) -> Result<Ve
                 "record {i} has invalid header count {n_headers}"
             )));
         }
-        let mut headers = Vec::with_capacity(n_headers as usize);
+        let mut headers = Vec::with_capacity(if KEEP { n_headers as usize } else { 0 });
         for _ in 0..n_headers {
             let hk = rr
                 .nullable_bytes("header key")?
                 .ok_or_else(|| Error::corrupt(format!("record {i} has a null header key")))?;
             let hv = rr.nullable_bytes("header value")?;
-            headers.push((range_of(records, hk), hv.map(|v| range_of(records, v))));
+            if KEEP {
+                headers.push((range_of(records, hk), hv.map(|v| range_of(records, v))));
+            }
         }
         if rr.remaining() != 0 {
             return Err(Error::corrupt(format!(
@@ -342,14 +379,16 @@ pub fn parse_records(h: &BatchHeader, records: &[u8], strict: bool) -> Result<Ve
                 rr.remaining()
             )));
         }
-        out.push(RecordSpan {
-            attributes,
-            offset_delta,
-            timestamp_delta,
-            key,
-            value,
-            headers,
-        });
+        if KEEP {
+            out.push(RecordSpan {
+                attributes,
+                offset_delta,
+                timestamp_delta,
+                key,
+                value,
+                headers,
+            });
+        }
     }
     if r.remaining() != 0 {
         return Err(Error::corrupt(format!(
