@@ -22,6 +22,7 @@
 //! rebuilt rather than read. Any index that fails [`OffsetIndex::sanity_check`] is rebuilt too.
 
 use std::fs::{File, OpenOptions};
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
@@ -164,20 +165,47 @@ pub struct TimestampOffset {
     pub offset: i64,
 }
 
-/// The `.index` of one segment. See the module docs for the format.
-#[derive(Debug)]
-pub struct OffsetIndex {
-    base_offset: i64,
-    inner: IndexFile,
+/// The entry layout of an index kind.
+pub trait IndexKind {
+    const ENTRY_SIZE: usize;
 }
 
-impl OffsetIndex {
-    pub const ENTRY_SIZE: usize = 8;
+/// `.index` entries: relative offset, position.
+#[derive(Debug)]
+pub struct Offsets;
+impl IndexKind for Offsets {
+    const ENTRY_SIZE: usize = 8;
+}
 
+/// `.timeindex` entries: timestamp, relative offset.
+#[derive(Debug)]
+pub struct Timestamps;
+impl IndexKind for Timestamps {
+    const ENTRY_SIZE: usize = 12;
+}
+
+/// A sparse index of one segment, `K` saying which. See the module docs for the formats.
+#[derive(Debug)]
+pub struct Index<K: IndexKind> {
+    base_offset: i64,
+    inner: IndexFile,
+    kind: PhantomData<K>,
+}
+
+/// The `.index` of one segment.
+pub type OffsetIndex = Index<Offsets>;
+/// The `.timeindex` of one segment.
+pub type TimeIndex = Index<Timestamps>;
+
+impl<K: IndexKind> Index<K> {
+    pub const ENTRY_SIZE: usize = K::ENTRY_SIZE;
+
+    /// Open (creating if missing); `capacity_bytes` preallocates an active segment's index.
     pub fn open(path: &Path, base_offset: i64, capacity_bytes: Option<u64>) -> Result<Self> {
-        Ok(OffsetIndex {
+        Ok(Index {
             base_offset,
-            inner: IndexFile::open(path, Self::ENTRY_SIZE, capacity_bytes)?,
+            inner: IndexFile::open(path, K::ENTRY_SIZE, capacity_bytes)?,
+            kind: PhantomData,
         })
     }
 
@@ -189,6 +217,30 @@ impl OffsetIndex {
         self.inner.entries >= self.inner.capacity_entries()
     }
 
+    pub fn reset(&mut self) {
+        self.inner.truncate_entries(0);
+    }
+
+    pub fn resize(&mut self, capacity_bytes: u64) -> Result<()> {
+        self.inner.remap(capacity_bytes)
+    }
+
+    /// Shrink the file to its entries (on roll and close).
+    pub fn trim(&mut self) -> Result<()> {
+        self.inner
+            .remap((self.inner.entries * K::ENTRY_SIZE) as u64)
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+}
+
+impl Index<Offsets> {
     pub fn entry(&self, i: usize) -> OffsetPosition {
         let e = self.inner.entry(i);
         OffsetPosition {
@@ -262,10 +314,6 @@ impl OffsetIndex {
         self.inner.truncate_entries(keep);
     }
 
-    pub fn reset(&mut self) {
-        self.inner.truncate_entries(0);
-    }
-
     /// Entries strictly increasing, within the segment's offsets and bytes.
     pub fn sanity_check(&self, log_size: u64) -> Result<()> {
         let mut prev: Option<OffsetPosition> = None;
@@ -284,51 +332,9 @@ impl OffsetIndex {
         }
         Ok(())
     }
-
-    pub fn resize(&mut self, capacity_bytes: u64) -> Result<()> {
-        self.inner.remap(capacity_bytes)
-    }
-
-    /// Shrink the file to its entries (on roll and close).
-    pub fn trim(&mut self) -> Result<()> {
-        self.inner
-            .remap((self.inner.entries * Self::ENTRY_SIZE) as u64)
-    }
-
-    pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.inner.path
-    }
 }
 
-/// The `.timeindex` of one segment. See the module docs for the format.
-#[derive(Debug)]
-pub struct TimeIndex {
-    base_offset: i64,
-    inner: IndexFile,
-}
-
-impl TimeIndex {
-    pub const ENTRY_SIZE: usize = 12;
-
-    pub fn open(path: &Path, base_offset: i64, capacity_bytes: Option<u64>) -> Result<Self> {
-        Ok(TimeIndex {
-            base_offset,
-            inner: IndexFile::open(path, Self::ENTRY_SIZE, capacity_bytes)?,
-        })
-    }
-
-    pub fn entries(&self) -> usize {
-        self.inner.entries
-    }
-
-    pub fn is_full(&self) -> bool {
-        self.inner.entries >= self.inner.capacity_entries()
-    }
-
+impl Index<Timestamps> {
     pub fn entry(&self, i: usize) -> TimestampOffset {
         let e = self.inner.entry(i);
         TimestampOffset {
@@ -401,10 +407,6 @@ impl TimeIndex {
         self.inner.truncate_entries(keep);
     }
 
-    pub fn reset(&mut self) {
-        self.inner.truncate_entries(0);
-    }
-
     /// Timestamps strictly increasing, offsets non-decreasing and within the segment.
     pub fn sanity_check(&self, last_offset: i64) -> Result<()> {
         let mut prev: Option<TimestampOffset> = None;
@@ -422,23 +424,6 @@ impl TimeIndex {
             prev = Some(e);
         }
         Ok(())
-    }
-
-    pub fn resize(&mut self, capacity_bytes: u64) -> Result<()> {
-        self.inner.remap(capacity_bytes)
-    }
-
-    pub fn trim(&mut self) -> Result<()> {
-        self.inner
-            .remap((self.inner.entries * Self::ENTRY_SIZE) as u64)
-    }
-
-    pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.inner.path
     }
 }
 

@@ -356,12 +356,8 @@ impl Segment {
         Ok(())
     }
 
-    /// Cut the segment back to `size` bytes, dropping index entries from `first_offset` on.
-    pub(crate) fn undo_append(&mut self, size: u64, first_offset: i64) -> Result<()> {
-        self.offset_index.truncate_to(first_offset);
-        self.time_index.truncate_to(first_offset);
-        self.file.set_len(size).ctx("truncating", &self.log_path)?;
-        self.size = size;
+    /// Recompute the timestamps kept in memory after the segment shrank.
+    fn reload_timestamps(&mut self) -> Result<()> {
         self.max_timestamp_so_far = NO_TIMESTAMP;
         self.offset_of_max_timestamp_so_far = self.base_offset;
         if let Some(last) = self.time_index.last_entry() {
@@ -370,6 +366,15 @@ impl Segment {
         }
         self.rolling_based_timestamp = None;
         self.load_timestamps()
+    }
+
+    /// Cut the segment back to `size` bytes, dropping index entries from `first_offset` on.
+    pub(crate) fn undo_append(&mut self, size: u64, first_offset: i64) -> Result<()> {
+        self.offset_index.truncate_to(first_offset);
+        self.time_index.truncate_to(first_offset);
+        self.file.set_len(size).ctx("truncating", &self.log_path)?;
+        self.size = size;
+        self.reload_timestamps()
     }
 
     /// The largest batch timestamp among batches holding offsets >= `offset`.
@@ -476,14 +481,7 @@ impl Segment {
         self.file.set_len(pos).ctx("truncating", &self.log_path)?;
         self.size = pos;
         self.bytes_since_last_index_entry = 0;
-        self.max_timestamp_so_far = NO_TIMESTAMP;
-        self.offset_of_max_timestamp_so_far = self.base_offset;
-        if let Some(last) = self.time_index.last_entry() {
-            self.max_timestamp_so_far = last.timestamp;
-            self.offset_of_max_timestamp_so_far = last.offset;
-        }
-        self.rolling_based_timestamp = None;
-        self.load_timestamps()?;
+        self.reload_timestamps()?;
         Ok(removed)
     }
 
