@@ -20,6 +20,7 @@ thread safe, so reads and appends may come from elsewhere).
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import time
@@ -39,6 +40,8 @@ LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+
+_log = logging.getLogger(__name__)
 
 
 def wall_clock_ms() -> int:
@@ -66,20 +69,27 @@ class LogManager:
     _topic_overrides: dict[str, Mapping[str, object]] = field(default_factory=dict, init=False)
 
     def startup(self) -> dict[TopicPartition, RecoveryInfo]:
-        """Lock every log dir and open every log in it (recovering after a crash)."""
+        """Lock every log dir and open every log in it (recovering after a crash). On failure
+        nothing stays locked or open, and the manager may be started again."""
+        if self._dirs:
+            raise KafkaStorageError("the LogManager is already started")
         if not self.log_dirs:
             raise KafkaStorageError("log.dirs is empty: at least one log directory is needed")
-        self._dirs = [Path(d).resolve() for d in self.log_dirs]
+        dirs = [Path(d).resolve() for d in self.log_dirs]
         recovered: dict[TopicPartition, RecoveryInfo] = {}
         try:
-            for d in self._dirs:
+            for d in dirs:
                 d.mkdir(parents=True, exist_ok=True)
                 self._locks.append(self._lock(d))
-            for d in self._dirs:
+            for d in dirs:
                 recovered.update(self._load_dir(d))
         except BaseException:
+            for m in self._logs.values():
+                m.log.close()
+            self._logs.clear()
             self._release_locks()
             raise
+        self._dirs = dirs
         return recovered
 
     @staticmethod
@@ -98,14 +108,17 @@ class LogManager:
     def _load_dir(self, d: Path) -> dict[TopicPartition, RecoveryInfo]:
         clean_marker = d / CLEAN_SHUTDOWN_FILE
         clean = clean_marker.exists()
-        points = {
-            TopicPartition(t, p): o
-            for t, p, o in read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
-        }
-        starts = {
-            TopicPartition(t, p): o
-            for t, p, o in read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-        }
+        try:
+            points = _read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        except KafkaStorageError as e:
+            # As Kafka: a damaged recovery-point file means every log here is recovered.
+            _log.warning("recovering every log in %s: %s", d, e)
+            points, clean = {}, False
+        try:
+            starts = _read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        except KafkaStorageError as e:
+            _log.warning("ignoring the log start offsets of %s: %s", d, e)
+            starts = {}
         recovered = {}
         for child in sorted(d.iterdir()):
             if not child.is_dir():
@@ -249,7 +262,10 @@ class LogManager:
             )
 
     def shutdown(self) -> None:
-        """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""
+        """Flush and close every log, checkpoint, then mark each dir cleanly shut down. Does
+        nothing if the manager is not started."""
+        if not self._dirs:
+            return
         try:
             for m in self._logs.values():
                 m.log.flush()
@@ -261,12 +277,17 @@ class LogManager:
                 _fsync_dir(d)
         finally:
             self._logs.clear()
+            self._dirs = []
             self._release_locks()
 
     def _release_locks(self) -> None:
         for f in self._locks:
             f.close()
         self._locks.clear()
+
+
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, p): o for t, p, o in read_offset_checkpoint(path)}
 
 
 def _fsync_dir(d: Path) -> None:

@@ -779,6 +779,8 @@ impl Log {
         seg.truncate_to(offset)?;
         seg.on_become_active(&config)?;
         self.next_offset = seg.read_next_offset()?;
+        // Cutting the batch that holds a mid-batch log start leaves nothing readable.
+        self.log_start_offset = self.log_start_offset.min(self.next_offset);
         self.epoch_cache.truncate_from_end(self.next_offset)?;
         self.recovery_point = self.recovery_point.min(self.next_offset);
         Ok(true)

@@ -379,15 +379,44 @@ impl Segment {
 
     /// The largest batch timestamp among batches holding offsets >= `offset`.
     pub fn max_timestamp_from(&self, offset: i64) -> Result<i64> {
-        let Some((pos, _)) = self.translate_offset(offset, 0)? else {
+        let Some((pos, first)) = self.translate_offset(offset, 0)? else {
             return Ok(NO_TIMESTAMP);
         };
         let mut s = self.scanner(pos, SCAN_CHUNK);
         let mut max = NO_TIMESTAMP;
         while let Some(r) = s.next_header() {
-            max = max.max(r?.1.max_timestamp);
+            let (at, h) = r?;
+            max = max.max(if at == pos && first.base_offset < offset {
+                // The batch straddles `offset`: only its records from `offset` on count.
+                self.with_records(at, &h, |recs| {
+                    recs.iter()
+                        .filter(|r| r.offset >= offset)
+                        .map(|r| r.timestamp)
+                        .max()
+                })?
+                .unwrap_or(NO_TIMESTAMP)
+            } else {
+                h.max_timestamp
+            });
         }
         Ok(max)
+    }
+
+    /// Read the batch at `position` and hand its records to `f`.
+    fn with_records<T>(
+        &self,
+        position: u64,
+        h: &BatchHeader,
+        f: impl FnOnce(&[crate::record::Record<'_>]) -> T,
+    ) -> Result<T> {
+        let mut batch = vec![0u8; h.size_in_bytes()];
+        self.region(position, batch.len() as u64)
+            .read_exact_into(&mut batch)?;
+        let mut scratch = Vec::new();
+        let recs = records_bytes(h, &batch, &mut scratch)?;
+        let spans = parse_records(h, recs, false)?;
+        let records: Vec<_> = spans.iter().map(|span| span.resolve(h, recs)).collect();
+        Ok(f(&records))
     }
 
     /// Position and header of the first batch at or after `start` whose last offset is >=
@@ -450,21 +479,18 @@ impl Segment {
             if h.max_timestamp < ts || h.last_offset() < starting_offset {
                 continue;
             }
-            let mut batch = vec![0u8; h.size_in_bytes()];
-            self.region(pos, batch.len() as u64)
-                .read_exact_into(&mut batch)?;
-            let mut scratch = Vec::new();
-            let recs = records_bytes(&h, &batch, &mut scratch)?;
-            for span in parse_records(&h, recs, false)? {
-                let r = span.resolve(&h, recs);
-                if r.timestamp >= ts && r.offset >= starting_offset {
-                    return Ok(Some(TimestampAndOffset {
+            let found = self.with_records(pos, &h, |recs| {
+                recs.iter()
+                    .find(|r| r.timestamp >= ts && r.offset >= starting_offset)
+                    .map(|r| TimestampAndOffset {
                         timestamp: r.timestamp,
                         offset: r.offset,
                         leader_epoch: (h.partition_leader_epoch >= 0)
                             .then_some(h.partition_leader_epoch),
-                    }));
-                }
+                    })
+            })?;
+            if found.is_some() {
+                return Ok(found);
             }
         }
         Ok(None)
