@@ -1,9 +1,10 @@
 """A stateful (model-based) test of :class:`rillet.Log`.
 
 Hypothesis drives a real log on disk through random appends, reads, timestamp lookups,
-truncations, rolls, retention passes, flushes and clean/unclean reopens, and after every
-step compares it with an in-memory model: the batches (with their records and stored sizes)
-grouped into segments. The model encodes the documented semantics of ``rust/core/src/log``:
+truncations, log-start increments (DeleteRecords), rolls, retention passes, flushes and
+clean/unclean reopens, and after every step compares it with an in-memory model: the
+batches (with their records and stored sizes) grouped into segments. The model encodes the
+documented semantics of ``rust/core/src/log``:
 
 * offsets are assigned from the log end offset and the leader epoch is stamped in;
 * an append rolls first when the non-empty active segment would grow past ``segment_bytes``
@@ -11,32 +12,36 @@ grouped into segments. The model encodes the documented semantics of ``rust/core
 * ``read`` returns whole batches from the one holding the fetch offset: the longest run that
   fits ``max_bytes`` (at least one batch with ``min_one_batch``) and ends below
   ``max_offset``;
-* ``truncate_to`` cuts at the batch holding the target, and restarts an empty log at the
-  target when it lies below the log start;
+* ``truncate_to`` cuts at the batch holding the target (bringing a log start inside that
+  batch down to the new end), and restarts an empty log at the target when it lies below
+  the log start;
 * retention deletes whole segments from the front while they are over ``retention.bytes`` or
   older than ``retention.ms``, never the empty active segment;
-* a clean reopen changes nothing, an unclean one re-reads every segment and loses nothing
-  that is in the page cache.
+* a clean reopen changes nothing (and trusts the log: the recovery point becomes the log
+  end), an unclean one re-reads every segment and loses nothing that is in the page cache;
+* only a flush (or a clean open) advances the recovery point;
+* the log start may be raised into the middle of a batch: reads from it return that whole
+  batch, timestamp lookups ignore the records below it, and retention drops the segments
+  wholly below it.
+
+Regression tests for bugs the machine found follow it at the end of this file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import random
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import rillet
 from rillet import BatchBuilder, Log, LogConfig, decode_batches
@@ -44,8 +49,15 @@ from rillet.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 
 pytestmark = pytest.mark.slow
 
+# On a failure Hypothesis imports libcst (to write a patch with the failing example), whose
+# import emits a DeprecationWarning (from mypy_extensions); with filterwarnings=error that
+# becomes an INTERNALERROR that hides the failure. Import it now, quietly.
+with warnings.catch_warnings(), contextlib.suppress(ImportError):
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import libcst.metadata  # noqa: F401
+
 SEGMENT_BYTES = 16 * 1024
-RETENTION_BYTES = 40 * 1024
+RETENTION_BYTES = 24 * 1024
 RETENTION_MS = 10_000
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TS0 = 1_600_000_000_000
@@ -108,6 +120,10 @@ batch_spec = st.tuples(
     st.lists(record_spec, min_size=1, max_size=20),
     st.one_of(st.integers(0, 30), st.integers(-30, 0)),  # base timestamp step (mostly up)
 )
+BatchSpec = tuple[str, list[tuple[int, bool, int | None, int, bool, int]], int]
+
+# One append_as_leader call: its batches, and whether the leader epoch goes up first.
+append_spec = st.tuples(st.lists(batch_spec, min_size=1, max_size=3), st.integers(0, 1))
 
 
 class LogMachine(RuleBasedStateMachine):
@@ -141,8 +157,15 @@ class LogMachine(RuleBasedStateMachine):
     def batches(self) -> list[MBatch]:
         return [b for s in self.segments for b in s.batches]
 
+    def visible_batches(self) -> list[MBatch]:
+        """The batches a reader from the log start gets: from the one holding it on."""
+        if self.log_start >= self.log_end:
+            return []
+        return self.batches()[self.batch_index_holding(self.log_start) :]
+
     def records(self) -> list[Rec]:
-        return [r for b in self.batches() for r in b.records]
+        """The records at or after the log start."""
+        return [r for b in self.batches() for r in b.records if r[0] >= self.log_start]
 
     def batch_index_holding(self, offset: int) -> int:
         for i, b in enumerate(self.batches()):
@@ -178,8 +201,19 @@ class LogMachine(RuleBasedStateMachine):
 
     # -- rules ------------------------------------------------------------------------------
 
+    @initialize(appends=st.lists(append_spec, max_size=12))
+    def prefill(self, appends: list[tuple[list[BatchSpec], int]]) -> None:
+        for specs, epoch_step in appends:
+            self.append(specs, epoch_step)
+
+    @rule(appends=st.lists(append_spec, min_size=2, max_size=8))
+    def append_many(self, appends: list[tuple[list[BatchSpec], int]]) -> None:
+        for specs, epoch_step in appends:
+            self.append(specs, epoch_step)
+
     @rule(specs=st.lists(batch_spec, min_size=1, max_size=3), epoch_step=st.integers(0, 1))
-    def append(self, specs: list[tuple[str, list[tuple], int]], epoch_step: int) -> None:
+    def append(self, specs: list[BatchSpec], epoch_step: int) -> None:
+        """One append_as_leader call of 1-3 batches of 1-20 records each."""
         self.epoch += epoch_step
         built: list[tuple[bytes, str, list[tuple[int, bytes | None, bytes | None]]]] = []
         ts = self.last_ts
@@ -190,14 +224,13 @@ class LogMachine(RuleBasedStateMachine):
             for vsize, compressible, ksize, seed, null_value, dt in recs:
                 rts = ts + dt
                 key = None if ksize is None else _payload(seed + 1, ksize, compressible)
-                value = (
-                    None if vsize == 0 and null_value else _payload(seed, vsize, compressible)
-                )
+                value = None if vsize == 0 and null_value else _payload(seed, vsize, compressible)
                 b.append(rts, key, value)
                 rows.append((rts, key, value))
             built.append((b.build(), codec, rows))
         data = b"".join(d for d, _, _ in built)
         if len(data) > SEGMENT_BYTES:
+            event("append refused: larger than segment.bytes")
             with pytest.raises(RecordBatchTooLargeError):
                 self.L.append_as_leader(data, self.epoch, now_ms=NOW)
             return
@@ -209,6 +242,7 @@ class LogMachine(RuleBasedStateMachine):
         assert info.log_start_offset == self.log_start
         active = self.segments[-1]
         if active.size > 0 and active.size + len(data) > SEGMENT_BYTES:
+            event("append rolled")
             active = MSegment(self.log_end)
             self.segments.append(active)
         offset = self.log_end
@@ -237,9 +271,7 @@ class LogMachine(RuleBasedStateMachine):
             if use_max_offset
             else None
         )
-        fetch = self.L.read(
-            offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
-        )
+        fetch = self.L.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         assert fetch.fetch_offset == offset
         raw = fetch.read_all()
         assert len(raw) == fetch.size == sum(r.length for r in fetch.regions)
@@ -261,6 +293,7 @@ class LogMachine(RuleBasedStateMachine):
                 else:
                     break
         self.check_batches(got, want)
+        event(f"read returned {min(len(got), 3)}{'+' if len(got) > 3 else ''} batches")
         if got:
             assert got[0].base_offset <= offset <= got[0].last_offset
             assert fetch.segment_base_offset == self.segment_holding(offset).base
@@ -276,7 +309,7 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule()
     def read_all(self) -> None:
-        self.check_batches(self.read_everything(), self.batches())
+        self.check_batches(self.read_everything(), self.visible_batches())
 
     @rule(data=st.data())
     def fetch_offset_by_timestamp(self, data: st.DataObject) -> None:
@@ -296,12 +329,15 @@ class LogMachine(RuleBasedStateMachine):
         latest = self.L.fetch_offset_by_timestamp(-1)
         assert earliest is not None and earliest[1] == self.log_start
         assert latest is not None and latest[1] == self.log_end
+        # MAX_TIMESTAMP: the first record holding the largest timestamp (ties: the earliest).
         largest = self.L.fetch_offset_by_timestamp(-3)
         if recs:
-            assert largest is not None
             max_ts = max(r[1] for r in recs)
-            assert largest[0] == max_ts
-            assert dict((o, t) for o, t, _, _ in recs)[largest[1]] == max_ts
+            first_max = next(o for o, t, _, _ in recs if t == max_ts)
+            assert largest is not None
+            assert (largest[0], largest[1]) == (max_ts, first_max)
+        else:
+            assert largest is None
 
     @rule(data=st.data())
     def truncate_to(self, data: st.DataObject) -> None:
@@ -313,14 +349,34 @@ class LogMachine(RuleBasedStateMachine):
         if target >= self.log_end:
             return
         if target < self.segments[0].base or target < self.log_start:
+            event("truncate below the log start")
             self.segments = [MSegment(target)]
             self.log_start = self.log_end = self.recovery_point = target
             return
         cut = self.batches()[self.batch_index_holding(target)].base
+        event("truncate mid-batch" if cut != target else "truncate at a batch boundary")
+        if cut < self.log_start:
+            # The batch holding a mid-batch log start goes too: the start comes down with it.
+            event("truncate cut the batch holding the log start")
         self.segments = [s for s in self.segments if s.base <= target]
         self.segments[-1].batches = [b for b in self.segments[-1].batches if b.base < cut]
         self.log_end = cut
+        self.log_start = min(self.log_start, cut)
         self.recovery_point = min(self.recovery_point, cut)
+
+    @rule(data=st.data())
+    def increment_log_start(self, data: st.DataObject) -> None:
+        """DeleteRecords: raise the log start offset, often into the middle of a batch."""
+        target = data.draw(st.integers(self.log_start, self.log_end + 2), label="new_start")
+        if target > self.log_end:
+            with pytest.raises(OffsetOutOfRangeError):
+                self.L.maybe_increment_log_start_offset(target)
+            return
+        assert self.L.maybe_increment_log_start_offset(target) == (target > self.log_start)
+        self.log_start = target
+        with pytest.raises(OffsetOutOfRangeError):
+            self.L.read(target - 1, 1 << 20)
+        self.check_batches(self.read_everything(), self.visible_batches())
 
     @rule()
     def roll(self) -> None:
@@ -365,6 +421,7 @@ class LogMachine(RuleBasedStateMachine):
             total -= seg.size
             doomed += 1
         assert deleted == doomed
+        event(f"retention deleted {min(doomed, 2)}{'+' if doomed > 2 else ''} segments")
         if doomed == len(self.segments):
             self.segments.append(MSegment(self.log_end))
         old_start = self.log_start
@@ -377,7 +434,7 @@ class LogMachine(RuleBasedStateMachine):
             if old_start < self.log_start:
                 with pytest.raises(OffsetOutOfRangeError):
                     self.L.read(old_start, 1 << 20)
-            self.check_batches(self.read_everything(), self.batches())
+            self.check_batches(self.read_everything(), self.visible_batches())
 
     @rule()
     def reopen_clean(self) -> None:
@@ -397,6 +454,8 @@ class LogMachine(RuleBasedStateMachine):
         assert info.recovered_segments == 0
         assert info.truncated_bytes == 0
         assert info.deleted_segments == 0
+        # As Kafka's LogLoader: a clean open that recovered nothing trusts the whole log.
+        self.recovery_point = self.log_end
 
     @rule()
     def reopen_unclean(self) -> None:
@@ -416,8 +475,9 @@ class LogMachine(RuleBasedStateMachine):
         assert info.recovered_segments == len(self.segments)
         assert info.truncated_bytes == 0
         assert info.deleted_segments == 0
-        self.recovery_point = self.log_end
-        self.check_batches(self.read_everything(), self.batches())
+        # Only a flush advances the recovery point: a crash now would recover the same again.
+        self.recovery_point = 0
+        self.check_batches(self.read_everything(), self.visible_batches())
 
     # -- invariants -------------------------------------------------------------------------
 
@@ -428,13 +488,15 @@ class LogMachine(RuleBasedStateMachine):
         assert self.L.log_end_offset == self.log_end
         assert self.L.log_start_offset == self.log_start
         assert self.L.recovery_point == self.recovery_point
-        assert self.log_start <= self.recovery_point <= self.log_end
-        # Offsets are contiguous from the log start to the log end.
-        expect = self.log_start
+        assert self.recovery_point <= self.log_end
+        # Offsets are contiguous from the first segment's base to the log end, and the log
+        # start lies within (a batch may straddle it).
+        expect = self.segments[0].base
         for b in self.batches():
             assert b.base == expect
             expect = b.last + 1
         assert expect == self.log_end
+        assert self.segments[0].base <= self.log_start <= self.log_end
 
     @invariant()
     def segments_match_model(self) -> None:
@@ -453,3 +515,81 @@ LogMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestLogStateful = LogMachine.TestCase
+
+
+def test_unclean_reopen_rebuilds_more_index_entries_than_the_trimmed_index_held(
+    tmp_path: Path,
+) -> None:
+    """Regression (found by the machine above): a rolled segment's indexes are trimmed to
+    their entries; if it was appended to after a clean restart (the bytes-since-last-entry
+    count restarts at 0) a from-scratch rebuild after a crash needs more entries than the
+    trimmed file holds. The unclean open must make room instead of failing."""
+    path = tmp_path / "t-0"
+
+    def tiny_batch() -> bytes:
+        b = BatchBuilder()
+        b.append(TS0, None, b"x" * 30)  # a ~100-byte batch
+        return b.build()
+
+    log = Log.open(path, CONFIG, now_ms=NOW)
+    for _ in range(4):  # 400 bytes < index.interval.bytes: no index entry yet
+        log.append_as_leader(tiny_batch(), now_ms=NOW)
+    log.close()
+    log = Log.open(path, CONFIG, clean_shutdown=True, now_ms=NOW)
+    for _ in range(4):
+        log.append_as_leader(tiny_batch(), now_ms=NOW)
+    log.roll(now_ms=NOW)
+    del log
+    gc.collect()
+    log = Log.open(path, CONFIG, clean_shutdown=False, recovery_point=0, now_ms=NOW)
+    try:
+        assert log.recovery_info.truncated_bytes == 0
+        assert log.log_end_offset == 8
+        batches = decode_batches(log.read(0, 1 << 20).read_all())
+        assert [b.base_offset for b in batches] == list(range(8))
+        assert log.segments()[0].index_entries >= 1
+    finally:
+        log.close()
+
+
+def test_truncate_into_the_batch_holding_the_log_start_keeps_start_le_end(
+    tmp_path: Path,
+) -> None:
+    """Regression: DeleteRecords may put the log start in the middle of a batch (Kafka allows
+    any offset). Truncating to an offset in that same batch cuts the whole batch, so the log
+    start must come down with the log end (it used to stay above it: "offsets [15, 10)")."""
+    log = Log.open(tmp_path / "t-0", CONFIG, now_ms=NOW)
+    try:
+        for _ in range(2):
+            b = BatchBuilder()
+            for _ in range(10):
+                b.append(TS0, None, b"v")
+            log.append_as_leader(b.build(), now_ms=NOW)  # offsets 0-9, then 10-19
+        assert log.maybe_increment_log_start_offset(15)
+        assert log.truncate_to(15, now_ms=NOW)  # cuts the batch 10-19
+        assert log.log_start_offset == log.log_end_offset == 10
+        log.read(log.log_start_offset, 1 << 20)  # the log start is always readable
+        b = BatchBuilder()
+        b.append(TS0, None, b"w")
+        first = log.append_as_leader(b.build(), now_ms=NOW).first_offset
+        assert first >= log.log_start_offset, "a new record must not land below the start"
+    finally:
+        log.close()
+
+
+def test_max_timestamp_lookup_with_the_log_start_inside_a_batch(tmp_path: Path) -> None:
+    """Regression: ListOffsets MAX_TIMESTAMP is the earliest record with the largest timestamp
+    at or after the log start. When the batch holding the log start had its max timestamp
+    below it, the lookup used to find nothing and return None."""
+    log = Log.open(tmp_path / "t-0", CONFIG, now_ms=NOW)
+    try:
+        b = BatchBuilder()
+        for ts in (TS0 + 20, TS0, TS0, TS0):
+            b.append(ts, None, b"v")
+        log.append_as_leader(b.build(), 3, now_ms=NOW)  # offsets 0-3, the max at offset 0
+        assert log.fetch_offset_by_timestamp(-3) == (TS0 + 20, 0, 3)
+        assert log.maybe_increment_log_start_offset(1)  # DeleteRecords before offset 1
+        assert log.fetch_offset_by_timestamp(TS0) == (TS0, 1, 3)
+        assert log.fetch_offset_by_timestamp(-3) == (TS0, 1, 3)
+    finally:
+        log.close()
