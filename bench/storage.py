@@ -13,8 +13,7 @@ Measured (each ``--repeat`` times, Rillet and baseline interleaved, best kept):
   back at rates up to 2x apart from run to run, so a different file is no baseline);
 * zero-copy send of that log (``log.read`` regions through ``rillet.transfer``) vs
   ``os.sendfile`` of the same segment files (the plain file is reported alongside), both
-  to a loopback TCP socket drained by a reader in a
-  separate process;
+  to a loopback TCP socket drained by a reader in a separate process;
 * offset lookups: ``log.read(random_offset, 1)`` latency percentiles;
 * unclean-open recovery throughput (``Log.open(..., clean_shutdown=False, recovery_point=0)``);
 * batch building: ``BatchBuilder.append`` one call per 100-byte record, and ``append_values``.
