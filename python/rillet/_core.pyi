@@ -15,6 +15,7 @@ __all__ = [
     "LogAppendInfo",
     "LogConfig",
     "Record",
+    "RecordAccumulator",
     "RecordBatch",
     "RecoveryInfo",
     "SegmentInfo",
@@ -116,6 +117,37 @@ class RecordBatch:
     def size_in_bytes(self) -> int: ...
     @property
     def records(self) -> list[Record]: ...
+
+@final
+class RecordAccumulator:
+    def __new__(
+        cls,
+        *,
+        batch_size: int = 16384,
+        linger_ms: int = 5,
+        buffer_memory: int = 33554432,
+        compression: str = "none",
+    ) -> RecordAccumulator: ...
+    def append(
+        self,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        *,
+        now_ms: int,
+    ) -> tuple[int, int, bool, bool] | None: ...
+    def ready(self, now_ms: int, flush: bool = False) -> tuple[list[int], int | None]: ...
+    def drain(
+        self, partitions: Sequence[int], max_bytes: int
+    ) -> list[tuple[int, int, bytes, int, int]]: ...
+    def release(self, reserved: int) -> None: ...
+    def abort_all(self) -> list[int]: ...
+    @property
+    def used_memory(self) -> int: ...
+    @property
+    def pending_batches(self) -> int: ...
 
 def decode_batches(
     data: bytes, *, verify_crc: bool = True, allow_partial: bool = False

@@ -3,6 +3,7 @@
 //! Inputs are borrowed from immutable `bytes` (or copied into owned Rust values) before the
 //! GIL is released; every call that touches the disk or loops over records releases it.
 
+mod accumulator;
 mod errors;
 mod io;
 mod log;
@@ -14,6 +15,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     record::register(m)?;
+    accumulator::register(m)?;
     log::register(m)?;
     io::register(m)?;
     Ok(())

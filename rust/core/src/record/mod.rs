@@ -22,6 +22,7 @@
 //! The CRC does not cover baseOffset or partitionLeaderEpoch, so the log stamps them
 //! without recomputing it.
 
+pub mod accumulator;
 pub mod batch;
 pub mod builder;
 pub mod compression;

@@ -1,0 +1,301 @@
+//! The producer's record accumulator (Kafka's `RecordAccumulator`): records are appended to
+//! per-partition batches that close when full (`batch.size`) or old (`linger.ms`), within a
+//! memory budget (`buffer.memory`). Partitions are small integers the caller maps to topic
+//! partitions. Time is passed in, so the accumulator is deterministic.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::builder::{BatchBuilder, HeaderRef};
+use super::compression::Compression;
+use super::RECORD_BATCH_OVERHEAD;
+use crate::error::{Error, Result};
+
+/// Settings, Kafka's names in the comments.
+#[derive(Debug, Clone, Copy)]
+pub struct AccumulatorConfig {
+    /// `batch.size`
+    pub batch_size: usize,
+    /// `linger.ms`
+    pub linger_ms: i64,
+    /// `buffer.memory`
+    pub buffer_memory: usize,
+    /// `compression.type`
+    pub compression: Compression,
+}
+
+/// Where an appended record went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendResult {
+    /// The batch holding the record (unique over the accumulator's life).
+    pub batch_id: u64,
+    /// The record's index (offset delta) in that batch.
+    pub index: i32,
+    /// The batch is full: the sender can take it now.
+    pub batch_full: bool,
+    /// A new batch was started for this record.
+    pub new_batch: bool,
+}
+
+/// A closed batch ready to send.
+#[derive(Debug, Clone)]
+pub struct DrainedBatch {
+    pub partition: u32,
+    pub batch_id: u64,
+    pub records: Vec<u8>,
+    pub record_count: i32,
+    /// Bytes this batch held of the memory budget; give them back with `release`.
+    pub reserved: usize,
+}
+
+#[derive(Debug)]
+struct OpenBatch {
+    id: u64,
+    builder: BatchBuilder,
+    created_ms: i64,
+    reserved: usize,
+}
+
+impl OpenBatch {
+    fn is_full(&self, batch_size: usize) -> bool {
+        self.builder.uncompressed_size() >= batch_size
+    }
+}
+
+#[derive(Debug)]
+pub struct RecordAccumulator {
+    config: AccumulatorConfig,
+    queues: HashMap<u32, VecDeque<OpenBatch>>,
+    next_id: u64,
+    used_memory: usize,
+}
+
+impl RecordAccumulator {
+    pub fn new(config: AccumulatorConfig) -> Result<Self> {
+        if config.batch_size == 0
+            || config.buffer_memory < config.batch_size
+            || config.linger_ms < 0
+        {
+            return Err(Error::InvalidConfig(format!(
+                "need batch.size > 0, buffer.memory >= batch.size and linger.ms >= 0, got {config:?}"
+            )));
+        }
+        Ok(RecordAccumulator {
+            config,
+            queues: HashMap::new(),
+            next_id: 0,
+            used_memory: 0,
+        })
+    }
+
+    pub fn used_memory(&self) -> usize {
+        self.used_memory
+    }
+
+    /// Records waiting in open or full batches.
+    pub fn pending_batches(&self) -> usize {
+        self.queues.values().map(VecDeque::len).sum()
+    }
+
+    /// Append one record to `partition`'s newest batch, or to a new one if it does not fit.
+    /// `Ok(None)` when a new batch would exceed `buffer.memory`: the caller waits for sent
+    /// batches to be released and tries again.
+    pub fn append(
+        &mut self,
+        partition: u32,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[HeaderRef],
+        now_ms: i64,
+    ) -> Result<Option<AppendResult>> {
+        let batch_size = self.config.batch_size;
+        let queue = self.queues.entry(partition).or_default();
+        if let Some(b) = queue.back_mut() {
+            let size = b.builder.record_size(timestamp, key, value, headers);
+            if b.builder.uncompressed_size() + size <= batch_size.max(b.reserved) {
+                let index = b.builder.append(timestamp, key, value, headers);
+                return Ok(Some(AppendResult {
+                    batch_id: b.id,
+                    index,
+                    batch_full: b.is_full(batch_size),
+                    new_batch: false,
+                }));
+            }
+        }
+        let mut builder = BatchBuilder::new(self.config.compression);
+        let size = RECORD_BATCH_OVERHEAD + builder.record_size(timestamp, key, value, headers);
+        let reserved = batch_size.max(size);
+        if self.used_memory + reserved > self.config.buffer_memory {
+            if reserved > self.config.buffer_memory {
+                return Err(Error::RecordTooLarge {
+                    size,
+                    max: self.config.buffer_memory,
+                });
+            }
+            return Ok(None);
+        }
+        let index = builder.append(timestamp, key, value, headers);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.used_memory += reserved;
+        let b = OpenBatch {
+            id,
+            builder,
+            created_ms: now_ms,
+            reserved,
+        };
+        let batch_full = b.is_full(batch_size);
+        queue.push_back(b);
+        Ok(Some(AppendResult {
+            batch_id: id,
+            index,
+            batch_full,
+            new_batch: true,
+        }))
+    }
+
+    /// Partitions with a batch to send now (full, lingered long enough, or `flush`), and the
+    /// milliseconds until the next one lingers out (`None` if nothing is waiting).
+    pub fn ready(&self, now_ms: i64, flush: bool) -> (Vec<u32>, Option<i64>) {
+        let mut ready = Vec::new();
+        let mut next: Option<i64> = None;
+        for (&p, q) in &self.queues {
+            let Some(first) = q.front() else { continue };
+            let waited = now_ms - first.created_ms;
+            if flush
+                || q.len() > 1
+                || first.is_full(self.config.batch_size)
+                || waited >= self.config.linger_ms
+            {
+                ready.push(p);
+            } else {
+                let wait = self.config.linger_ms - waited;
+                next = Some(next.map_or(wait, |n| n.min(wait)));
+            }
+        }
+        ready.sort_unstable();
+        (ready, next)
+    }
+
+    /// Close and take the oldest batch of each of `partitions`, up to `max_bytes` in all
+    /// (at least one batch).
+    pub fn drain(&mut self, partitions: &[u32], max_bytes: usize) -> Result<Vec<DrainedBatch>> {
+        let mut out = Vec::new();
+        let mut total = 0usize;
+        for p in partitions {
+            let Some(q) = self.queues.get_mut(p) else {
+                continue;
+            };
+            let Some(front) = q.front() else { continue };
+            if !out.is_empty() && total + front.builder.uncompressed_size() > max_bytes {
+                break;
+            }
+            let mut b = q.pop_front().expect("front exists");
+            let count = b.builder.record_count();
+            let records = b.builder.build()?;
+            total += records.len();
+            out.push(DrainedBatch {
+                partition: *p,
+                batch_id: b.id,
+                records,
+                record_count: count,
+                reserved: b.reserved,
+            });
+            if q.is_empty() {
+                self.queues.remove(p);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Give back the memory of a sent (or failed) batch.
+    pub fn release(&mut self, reserved: usize) {
+        self.used_memory = self.used_memory.saturating_sub(reserved);
+    }
+
+    /// Drop every open batch (the producer is closing without flushing); returns their ids.
+    pub fn abort_all(&mut self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .queues
+            .values()
+            .flat_map(|q| q.iter().map(|b| b.id))
+            .collect();
+        ids.sort_unstable();
+        self.queues.clear();
+        self.used_memory = 0;
+        ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::batch::decode_batches;
+
+    fn acc(batch_size: usize, linger_ms: i64, buffer_memory: usize) -> RecordAccumulator {
+        RecordAccumulator::new(AccumulatorConfig {
+            batch_size,
+            linger_ms,
+            buffer_memory,
+            compression: Compression::None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn batches_fill_linger_and_drain_in_order() {
+        let mut a = acc(1000, 5, 1 << 20);
+        let v = [7u8; 100];
+        let mut ids = Vec::new();
+        for i in 0..20 {
+            ids.push(
+                a.append(i % 2, 1000 + i as i64, None, Some(&v), &[], 0)
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        // ~110 bytes a record: each 1000-byte batch holds 8, so partition 0 has a full batch.
+        assert!(ids
+            .iter()
+            .any(|r| r.new_batch && r.index == 0 && r.batch_id > 1));
+        let (ready, _) = a.ready(1, false);
+        assert_eq!(ready, vec![0, 1]);
+        let (_, next) = acc(1000, 5, 1 << 20).ready(0, false);
+        assert_eq!(next, None);
+        let drained = a.drain(&ready, 1 << 20).unwrap();
+        assert_eq!(drained.len(), 2);
+        let b = &decode_batches(&drained[0].records, true, false).unwrap()[0];
+        assert_eq!(b.header.record_count, drained[0].record_count);
+        assert_eq!(b.header.base_timestamp, 1000);
+        // Remaining tails linger until 5 ms.
+        let (ready, next) = a.ready(2, false);
+        assert!(ready.is_empty() && next == Some(3));
+        assert_eq!(a.ready(5, false).0, vec![0, 1]);
+        assert_eq!(a.ready(2, true).0, vec![0, 1]);
+    }
+
+    #[test]
+    fn memory_budget_blocks_then_frees() {
+        let mut a = acc(1000, 0, 2000);
+        let v = [1u8; 900];
+        assert!(a.append(0, 0, None, Some(&v), &[], 0).unwrap().is_some());
+        assert!(a.append(1, 0, None, Some(&v), &[], 0).unwrap().is_some());
+        assert_eq!(a.append(2, 0, None, Some(&v), &[], 0).unwrap(), None);
+        let d = a.drain(&[0], 1 << 20).unwrap();
+        a.release(d[0].reserved);
+        assert!(a.append(2, 0, None, Some(&v), &[], 0).unwrap().is_some());
+        // A record larger than the whole budget is an error, not a wait.
+        assert!(a.append(3, 0, None, Some(&[0u8; 5000]), &[], 0).is_err());
+    }
+
+    #[test]
+    fn drain_respects_max_bytes_but_takes_one() {
+        let mut a = acc(1000, 0, 1 << 20);
+        for p in 0..3 {
+            a.append(p, 0, None, Some(&[0u8; 800]), &[], 0).unwrap();
+        }
+        assert_eq!(a.drain(&[0, 1, 2], 10).unwrap().len(), 1);
+        assert_eq!(a.drain(&[1, 2], 1 << 20).unwrap().len(), 2);
+        assert_eq!(a.pending_batches(), 0);
+    }
+}
