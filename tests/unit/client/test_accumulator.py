@@ -18,8 +18,8 @@ def test_records_batch_per_partition_and_drain_as_valid_batches() -> None:
     for partition, _batch_id, records, count, reserved in drained:
         (batch,) = decode_batches(records)
         assert batch.compression == "zstd" and batch.record_count == count
-        assert [r.key for r in batch.records][0].startswith(b"k")
-        assert all(int(r.key[1:]) % 3 == partition for r in batch.records)  # type: ignore[index]
+        keys = [r.key or b"" for r in batch.records]
+        assert all(k.startswith(b"k") and int(k[1:]) % 3 == partition for k in keys)
         acc.release(reserved)
     # Tails wait for linger.ms unless flushed.
     ready, wait = acc.ready(3)
