@@ -153,6 +153,10 @@ class LogManager:
     def _config_for(self, topic: str) -> TopicConfig:
         return resolve_topic_config(self.broker_config, self._topic_overrides.get(topic))
 
+    def topic_config(self, topic: str) -> TopicConfig:
+        """The resolved configs of ``topic``: its overrides over the broker's defaults."""
+        return self._config_for(topic)
+
     # -- access ---------------------------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> Log | None:

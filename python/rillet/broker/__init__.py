@@ -1,0 +1,1 @@
+"""The broker's data plane: partitions, the replica manager and delayed operations."""

@@ -1,0 +1,302 @@
+"""ReplicaManager: the partitions this broker hosts, and the produce, fetch and list-offsets
+work on them.
+
+Transport-agnostic: handlers take and return domain values (records as RecordBatch bytes in,
+:class:`~rillet._core.FetchDataInfo` file regions out) and per-partition errors as
+:class:`~rillet.errors.KafkaError` instances; the gRPC layer (or any other transport) maps
+them onto its wire format. Long polls and ``acks=all`` waits are delayed operations in a
+:class:`~rillet.broker.purgatory.Purgatory`, completed by appends and high-watermark moves.
+
+Which partitions exist and who leads them comes only from the metadata log:
+:meth:`ReplicaManager.apply_partition_changes` turns a metadata delta into become-leader /
+become-follower / delete actions. Runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from rillet import errors
+from rillet._core import FetchDataInfo
+from rillet.broker.partition import Partition
+from rillet.broker.purgatory import Purgatory
+from rillet.errors import KafkaError
+from rillet.metadata.image import MetadataImage, PartitionChange
+from rillet.storage.log_manager import LogManager
+from rillet.types import TopicPartition
+
+__all__ = [
+    "FetchPartition",
+    "FetchedPartition",
+    "ListedOffset",
+    "ProducedPartition",
+    "ReplicaManager",
+]
+
+
+@dataclass(frozen=True)
+class ProducedPartition:
+    error: KafkaError | None = None
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True)
+class FetchPartition:
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int | None = None
+    last_fetched_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    error: KafkaError | None = None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    data: FetchDataInfo | None = None
+    diverging_epoch: tuple[int, int] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.data.size if self.data is not None else 0
+
+
+@dataclass(frozen=True)
+class ListedOffset:
+    error: KafkaError | None = None
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+def _unknown(tp: TopicPartition) -> KafkaError:
+    return errors.UnknownTopicOrPartitionError(
+        f"This server does not host this topic-partition: {tp}."
+    )
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        clock: Callable[[], int],
+        alter_isr: Callable[[TopicPartition, tuple[int, ...]], None] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.clock = clock
+        self.alter_isr = alter_isr
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = Purgatory("Produce")
+        self.fetch_purgatory = Purgatory("Fetch")
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def apply_partition_changes(
+        self, changes: Iterable[PartitionChange], image: MetadataImage
+    ) -> None:
+        """Act on a metadata delta: create logs for new replicas here, change roles, delete
+        logs of partitions that left this broker."""
+        now = self.clock()
+        for change in changes:
+            tp = TopicPartition(change.topic, change.partition)
+            after = change.after
+            if after is None or self.broker_id not in after.replicas:
+                self._remove(tp)
+                continue
+            p = self.partitions.get(tp)
+            if p is None:
+                overrides = dict(image.topic_config(change.topic))
+                log = self.log_manager.get_or_create_log(tp.topic, tp.partition, overrides)
+                min_isr = int(self.log_manager.topic_config(tp.topic)["min.insync.replicas"])
+                p = Partition(
+                    tp, log, self.broker_id, min_insync_replicas=min_isr, alter_isr=self.alter_isr
+                )
+                self.partitions[tp] = p
+            p.apply_registration(after, now)
+            self._changed(tp)
+
+    def _remove(self, tp: TopicPartition) -> None:
+        if self.partitions.pop(tp, None) is not None:
+            self.log_manager.delete_log(tp.topic, tp.partition)
+            self._changed(tp)
+
+    def _changed(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def _leader(self, tp: TopicPartition) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            raise _unknown(tp)
+        if not p.is_leader:
+            raise errors.NotLeaderOrFollowerError(
+                f"This server is not the leader for {tp} (leader: {p.leader_id})."
+            )
+        return p
+
+    # -- produce ---------------------------------------------------------------------------
+
+    async def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytes],
+        required_acks: int,
+        timeout_ms: int,
+    ) -> dict[TopicPartition, ProducedPartition]:
+        """Append each partition's batches on this leader. With ``acks=-1`` wait (up to
+        ``timeout_ms``) until every in-sync replica has them."""
+        if required_acks not in (-1, 0, 1):
+            err = errors.InvalidRequiredAcksError(f"Invalid required acks value {required_acks}.")
+            return {tp: ProducedPartition(err) for tp in entries}
+        results: dict[TopicPartition, ProducedPartition] = {}
+        waiting: dict[TopicPartition, int] = {}
+        for tp, records in entries.items():
+            try:
+                p = self._leader(tp)
+                info = p.append_records_to_leader(records, required_acks)
+            except KafkaError as e:
+                results[tp] = ProducedPartition(e)
+                continue
+            results[tp] = ProducedPartition(
+                None, info.first_offset, info.log_append_time, info.log_start_offset
+            )
+            self.fetch_purgatory.check_and_complete(tp)
+            self.produce_purgatory.check_and_complete(tp)
+            if required_acks == -1:
+                waiting[tp] = info.last_offset + 1
+
+        if waiting:
+
+            def replicated() -> bool:
+                return all(self._replicated(tp, end) for tp, end in waiting.items())
+
+            await self.produce_purgatory.wait(waiting, replicated, timeout_ms)
+            for tp, end in waiting.items():
+                if not self._replicated(tp, end):
+                    results[tp] = ProducedPartition(
+                        errors.RequestTimedOutError(
+                            f"{tp}: the in-sync replicas did not all get the records "
+                            f"within {timeout_ms} ms"
+                        )
+                    )
+        return results
+
+    def _replicated(self, tp: TopicPartition, end_offset: int) -> bool:
+        p = self.partitions.get(tp)
+        return p is None or not p.is_leader or p.high_watermark >= end_offset
+
+    # -- fetch -----------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        requests: Mapping[TopicPartition, FetchPartition],
+        *,
+        replica_id: int = -1,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        max_bytes: int = 50 << 20,
+    ) -> dict[TopicPartition, FetchedPartition]:
+        """Read each partition (whole batches; the first partition with data gets at least
+        one batch even past ``max_bytes``). Waits up to ``max_wait_ms`` for ``min_bytes``."""
+        results = self._read(requests, replica_id, max_bytes)
+
+        def enough() -> bool:
+            nonlocal results
+            if any(r.error is not None or r.diverging_epoch for r in results.values()):
+                return True
+            if sum(r.size for r in results.values()) >= min_bytes:
+                return True
+            results = self._read(requests, replica_id, max_bytes, record_follower=False)
+            return sum(r.size for r in results.values()) >= min_bytes
+
+        if max_wait_ms > 0 and not enough():
+            await self.fetch_purgatory.wait(requests, enough, max_wait_ms)
+        return results
+
+    def _read(
+        self,
+        requests: Mapping[TopicPartition, FetchPartition],
+        replica_id: int,
+        max_bytes: int,
+        record_follower: bool = True,
+    ) -> dict[TopicPartition, FetchedPartition]:
+        now = self.clock()
+        out: dict[TopicPartition, FetchedPartition] = {}
+        budget = max_bytes
+        for tp, req in requests.items():
+            try:
+                p = self._leader(tp)
+                r = p.fetch(
+                    req.fetch_offset,
+                    min(req.max_bytes, max(budget, 0)),
+                    replica_id=replica_id,
+                    current_leader_epoch=req.current_leader_epoch,
+                    last_fetched_epoch=req.last_fetched_epoch,
+                    min_one_batch=budget == max_bytes,
+                )
+                follower = replica_id >= 0 and record_follower and r.diverging_epoch is None
+                if follower and p.update_follower_fetch_state(replica_id, req.fetch_offset, now):
+                    self.produce_purgatory.check_and_complete(tp)
+                    self.fetch_purgatory.check_and_complete(tp)
+            except KafkaError as e:
+                p_any = self.partitions.get(tp)
+                out[tp] = FetchedPartition(
+                    e,
+                    high_watermark=p_any.high_watermark if p_any else -1,
+                    log_start_offset=p_any.log.log_start_offset if p_any else -1,
+                )
+                continue
+            fetched = FetchedPartition(
+                None,
+                r.high_watermark,
+                r.high_watermark,
+                r.log_start_offset,
+                r.data,
+                r.diverging_epoch,
+            )
+            budget -= fetched.size
+            out[tp] = fetched
+        return out
+
+    # -- list offsets ----------------------------------------------------------------------
+
+    def list_offsets(
+        self, requests: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ListedOffset]:
+        """ListOffsets: -2 earliest, -1 latest (the high watermark), -3 the max timestamp, or
+        the first offset whose timestamp is at or after the given one."""
+        out: dict[TopicPartition, ListedOffset] = {}
+        for tp, timestamp in requests.items():
+            try:
+                p = self._leader(tp)
+                if timestamp < -3:
+                    raise errors.InvalidRequestError(f"invalid timestamp {timestamp}")
+                found = p.offset_for_timestamp(timestamp)
+            except KafkaError as e:
+                out[tp] = ListedOffset(e)
+                continue
+            if found is None:
+                out[tp] = ListedOffset(None)
+            else:
+                ts, offset, epoch = found
+                out[tp] = ListedOffset(None, ts, offset, -1 if epoch is None else epoch)
+        return out
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def maybe_shrink_isrs(self, replica_lag_time_max_ms: int) -> None:
+        now = self.clock()
+        for p in self.partitions.values():
+            p.maybe_shrink_isr(now, replica_lag_time_max_ms)
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def shutdown(self) -> None:
+        self.produce_purgatory.cancel_all()
+        self.fetch_purgatory.cancel_all()

@@ -1,0 +1,1 @@
+"""The quorum controller: a state machine over committed metadata records."""

@@ -1,0 +1,132 @@
+"""KRaft metadata records (KIP-631), as immutable domain values.
+
+The controller writes these to the ``__cluster_metadata`` log; every broker replays them, in
+log order, into a :class:`~rillet.metadata.image.MetadataImage`. On the wire and on disk each
+record is one ``rillet.v1.MetadataRecord`` protobuf envelope (``metadata_records.proto``);
+:mod:`rillet.metadata.codec` converts between the two.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+
+__all__ = [
+    "NO_LEADER",
+    "BrokerEndpoint",
+    "ConfigRecord",
+    "ConfigResourceType",
+    "FenceBrokerRecord",
+    "MetadataRecord",
+    "PartitionChangeRecord",
+    "PartitionRecord",
+    "RegisterBrokerRecord",
+    "RemoveTopicRecord",
+    "TopicRecord",
+    "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord",
+]
+
+NO_LEADER = -1
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    topic_id: uuid.UUID
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionChangeRecord:
+    """A change to one partition; ``None`` fields are unchanged. A new leader bumps the
+    leader epoch; every change bumps the partition epoch."""
+
+    topic_id: uuid.UUID
+    partition_id: int
+    isr: tuple[int, ...] | None = None
+    leader: int | None = None
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    """Set (``value``) or delete (``None``) one config of a topic or broker. An empty
+    ``resource_name`` with BROKER means the cluster-wide default."""
+
+    resource_type: ConfigResourceType
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class RemoveTopicRecord:
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class RegisterBrokerRecord:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None = None
+    fenced: bool = True
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class FenceBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class UnfenceBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+MetadataRecord = (
+    TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | ConfigRecord
+    | RemoveTopicRecord
+    | RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+)
