@@ -52,6 +52,7 @@ class Partition:
         *,
         min_insync_replicas: int = 1,
         alter_isr: Callable[[TopicPartition, tuple[int, ...]], None] | None = None,
+        high_watermark: int = 0,
     ) -> None:
         self.tp = tp
         self.log = log
@@ -63,7 +64,8 @@ class Partition:
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
-        self.high_watermark = 0
+        # As checkpointed, never past the log end (the log may have been truncated since).
+        self.high_watermark = min(high_watermark, log.log_end_offset)
         self.followers: dict[int, ReplicaState] = {}
 
     @property

@@ -115,7 +115,12 @@ class ReplicaManager:
                 log = self.log_manager.get_or_create_log(tp.topic, tp.partition, overrides)
                 min_isr = int(self.log_manager.topic_config(tp.topic)["min.insync.replicas"])
                 p = Partition(
-                    tp, log, self.broker_id, min_insync_replicas=min_isr, alter_isr=self.alter_isr
+                    tp,
+                    log,
+                    self.broker_id,
+                    min_insync_replicas=min_isr,
+                    alter_isr=self.alter_isr,
+                    high_watermark=self.log_manager.checkpointed_high_watermark(*tp),
                 )
                 self.partitions[tp] = p
             p.apply_registration(after, now)

@@ -6,6 +6,7 @@ Per log directory (``log.dirs``) it keeps, as Kafka does::
     .kafka_cleanshutdown               present only after a clean shutdown
     recovery-point-offset-checkpoint   offsets below which each log is fsynced
     log-start-offset-checkpoint        each log's log start offset
+    replication-offset-checkpoint      each partition's high watermark
     <topic>-<partition>/               one Log each
 
 On startup the marker decides whether logs are trusted (clean) or recovered from their
@@ -39,6 +40,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 
 _log = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ class LogManager:
     _locks: list[IO[bytes]] = field(default_factory=list, init=False)
     _dirs: list[Path] = field(default_factory=list, init=False)
     _topic_overrides: dict[str, Mapping[str, object]] = field(default_factory=dict, init=False)
+    _high_watermarks: dict[TopicPartition, int] = field(default_factory=dict, init=False)
 
     def startup(self) -> dict[TopicPartition, RecoveryInfo]:
         """Lock every log dir and open every log in it (recovering after a crash). On failure
@@ -119,6 +122,10 @@ class LogManager:
         except KafkaStorageError as e:
             _log.warning("ignoring the log start offsets of %s: %s", d, e)
             starts = {}
+        try:
+            self._high_watermarks.update(_read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
+        except KafkaStorageError as e:
+            _log.warning("ignoring the high watermarks of %s: %s", d, e)
         recovered = {}
         for child in sorted(d.iterdir()):
             if not child.is_dir():
@@ -263,6 +270,24 @@ class LogManager:
             write_offset_checkpoint(
                 d / LOG_START_OFFSET_CHECKPOINT,
                 [(tp.topic, tp.partition, log.log_start_offset) for tp, log in mine],
+            )
+
+    def checkpointed_high_watermark(self, topic: str, partition: int) -> int:
+        """The high watermark last checkpointed for a partition (0 if none)."""
+        return self._high_watermarks.get(TopicPartition(topic, partition), 0)
+
+    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """Write ``replication-offset-checkpoint`` in every log dir for the partitions it
+        holds (Kafka's HighwaterMarkCheckpoint)."""
+        self._high_watermarks.update(high_watermarks)
+        for d in self._dirs:
+            write_offset_checkpoint(
+                d / REPLICATION_OFFSET_CHECKPOINT,
+                [
+                    (tp.topic, tp.partition, self._high_watermarks.get(tp, 0))
+                    for tp, m in self._logs.items()
+                    if m.dir == d
+                ],
             )
 
     def shutdown(self) -> None:

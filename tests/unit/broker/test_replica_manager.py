@@ -165,3 +165,27 @@ async def test_purgatory_wait_and_timeout() -> None:
     assert p.check_and_complete("k") == 1
     assert await waiter is True and len(p) == 0
     assert await p.wait(["k"], lambda: False, 5) is False
+
+
+async def test_high_watermarks_are_checkpointed_and_restored(tmp_path: Path) -> None:
+    lm = LogManager([tmp_path / "logs"])
+    lm.startup()
+    rm, delta = setup(lm, replicas=(1, 2))
+    await rm.append_records({TP: batch(b"a", b"b", b"c")}, 1, 1000)
+    await rm.fetch({TP: FetchPartition(2, 1 << 20)}, replica_id=2)
+    assert rm.high_watermarks() == {TP: 2}
+    lm.checkpoint_high_watermarks(rm.high_watermarks())
+    lm.shutdown()
+    text = (tmp_path / "logs" / "replication-offset-checkpoint").read_text()
+    assert text == "0\n1\nt 0 2\n"
+    lm2 = LogManager([tmp_path / "logs"])
+    lm2.startup()
+    try:
+        assert lm2.checkpointed_high_watermark("t", 0) == 2
+        rm2 = ReplicaManager(1, lm2, Clock())
+        rm2.apply_partition_changes(delta.partition_changes(), delta.apply())
+        # Before any follower fetches again, consumers still see what was committed.
+        fetched = await rm2.fetch({TP: FetchPartition(0, 1 << 20)})
+        assert fetched[TP].high_watermark == 2
+    finally:
+        lm2.shutdown()
