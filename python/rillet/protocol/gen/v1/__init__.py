@@ -1,0 +1,1 @@
+"""The rillet.v1 protobuf package: messages (x_pb2) and gRPC services (x_pb2_grpc)."""
