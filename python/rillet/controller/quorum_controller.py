@@ -131,9 +131,7 @@ class QuorumController:
     def apply_appended(self, first_offset: int, records: Sequence[MetadataRecord]) -> None:
         """The active controller appended ``records`` at ``first_offset``: make them visible to
         the next request, before they commit."""
-        self.image = self.image.replay(
-            (first_offset + i, r) for i, r in enumerate(records)
-        )
+        self.image = self.image.replay((first_offset + i, r) for i, r in enumerate(records))
 
     def replay_committed(self, records: Iterable[tuple[int, MetadataRecord]]) -> None:
         """Records the quorum committed. An inactive controller follows them; the active one

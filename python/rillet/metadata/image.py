@@ -97,7 +97,6 @@ class BrokerRegistration:
         return next((e for e in self.endpoints if e.name == listener), None)
 
 
-
 @dataclass(frozen=True)
 class MetadataImage:
     """The whole cluster metadata at ``offset`` (the last record applied; -1 when empty)."""
