@@ -23,8 +23,10 @@ from rillet.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
+    NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -110,6 +112,7 @@ class MetadataImage:
     configs: Mapping[tuple[ConfigResourceType, str], Mapping[str, str]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -163,6 +166,7 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerRegistration] = dict(image.brokers)
         self._configs: dict[tuple[ConfigResourceType, str], dict[str, str]] = {}
         self._removed_topics: dict[uuid.UUID, TopicImage] = {}
+        self._features: dict[str, int] = dict(image.features)
 
     # -- replay --------------------------------------------------------------------------
 
@@ -223,6 +227,13 @@ class MetadataDelta:
                 self._set_fenced(broker_id, epoch, True)
             case UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=epoch):
                 self._set_fenced(broker_id, epoch, False)
+            case FeatureLevelRecord(name=name, feature_level=level):
+                if level == 0:
+                    self._features.pop(name, None)
+                else:
+                    self._features[name] = level
+            case NoOpRecord():
+                pass
             case _:
                 raise KafkaStorageError(f"unknown metadata record {record!r}")
 
@@ -262,6 +273,7 @@ class MetadataDelta:
             topic_ids=MappingProxyType({t.name: t.topic_id for t in topics.values()}),
             brokers=MappingProxyType(dict(self._brokers)),
             configs=MappingProxyType(configs),
+            features=MappingProxyType(dict(self._features)),
         )
 
     def partition_changes(self) -> list[PartitionChange]:

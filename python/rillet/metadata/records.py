@@ -17,8 +17,10 @@ __all__ = [
     "BrokerEndpoint",
     "ConfigRecord",
     "ConfigResourceType",
+    "FeatureLevelRecord",
     "FenceBrokerRecord",
     "MetadataRecord",
+    "NoOpRecord",
     "PartitionChangeRecord",
     "PartitionRecord",
     "RegisterBrokerRecord",
@@ -119,6 +121,19 @@ class UnfenceBrokerRecord:
     broker_epoch: int
 
 
+@dataclass(frozen=True)
+class FeatureLevelRecord:
+    """A finalized feature version (KIP-584), e.g. ``metadata.version``."""
+
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True)
+class NoOpRecord:
+    """Written by a new controller to commit its epoch; changes nothing."""
+
+
 MetadataRecord = (
     TopicRecord
     | PartitionRecord
@@ -129,4 +144,6 @@ MetadataRecord = (
     | UnregisterBrokerRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
+    | FeatureLevelRecord
+    | NoOpRecord
 )

@@ -1,0 +1,196 @@
+"""Metadata records on the wire and in the ``__cluster_metadata`` log: each record is one
+serialized ``rillet.v1.MetadataRecord`` envelope (``proto/rillet/v1/metadata_records.proto``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from google.protobuf.message import DecodeError
+
+from rillet.errors import CorruptRecordError
+from rillet.metadata.records import (
+    BrokerEndpoint,
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from rillet.protocol import common_pb2
+from rillet.protocol import metadata_records_pb2 as pb
+
+__all__ = ["decode_record", "encode_record"]
+
+_PROTOCOLS = {
+    "PLAINTEXT": common_pb2.SECURITY_PROTOCOL_PLAINTEXT,
+    "SSL": common_pb2.SECURITY_PROTOCOL_SSL,
+    "SASL_PLAINTEXT": common_pb2.SECURITY_PROTOCOL_SASL_PLAINTEXT,
+    "SASL_SSL": common_pb2.SECURITY_PROTOCOL_SASL_SSL,
+}
+_PROTOCOL_NAMES = {v: k for k, v in _PROTOCOLS.items()}
+
+
+def _ids(ids: tuple[int, ...] | None) -> pb.BrokerIds | None:
+    return None if ids is None else pb.BrokerIds(ids=ids)
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    """One record as the bytes of a ``MetadataRecord`` envelope."""
+    m = pb.MetadataRecord()
+    match record:
+        case TopicRecord():
+            m.topic.CopyFrom(pb.TopicRecord(name=record.name, topic_id=record.topic_id.bytes))
+        case PartitionRecord():
+            m.partition.CopyFrom(
+                pb.PartitionRecord(
+                    partition_id=record.partition_id,
+                    topic_id=record.topic_id.bytes,
+                    replicas=record.replicas,
+                    isr=record.isr,
+                    leader=record.leader,
+                    leader_epoch=record.leader_epoch,
+                    partition_epoch=record.partition_epoch,
+                )
+            )
+        case PartitionChangeRecord():
+            change = pb.PartitionChangeRecord(
+                partition_id=record.partition_id,
+                topic_id=record.topic_id.bytes,
+                isr=_ids(record.isr),
+                replicas=_ids(record.replicas),
+            )
+            if record.leader is not None:
+                change.leader = record.leader
+            m.partition_change.CopyFrom(change)
+        case ConfigRecord():
+            config = pb.ConfigRecord(
+                resource_type=int(record.resource_type),  # type: ignore[arg-type]
+                resource_name=record.resource_name,
+                name=record.name,
+            )
+            if record.value is not None:
+                config.value = record.value
+            m.config.CopyFrom(config)
+        case RemoveTopicRecord():
+            m.remove_topic.CopyFrom(pb.RemoveTopicRecord(topic_id=record.topic_id.bytes))
+        case RegisterBrokerRecord():
+            reg = pb.RegisterBrokerRecord(
+                broker_id=record.broker_id,
+                incarnation_id=record.incarnation_id.bytes,
+                broker_epoch=record.broker_epoch,
+                endpoints=[
+                    common_pb2.Endpoint(
+                        name=e.name,
+                        host=e.host,
+                        port=e.port,
+                        security_protocol=_PROTOCOLS[e.security_protocol],
+                    )
+                    for e in record.endpoints
+                ],
+                fenced=record.fenced,
+            )
+            if record.rack is not None:
+                reg.rack = record.rack
+            m.register_broker.CopyFrom(reg)
+        case UnregisterBrokerRecord():
+            m.unregister_broker.CopyFrom(
+                pb.UnregisterBrokerRecord(
+                    broker_id=record.broker_id, broker_epoch=record.broker_epoch
+                )
+            )
+        case FenceBrokerRecord():
+            m.fence_broker.CopyFrom(
+                pb.FenceBrokerRecord(broker_id=record.broker_id, broker_epoch=record.broker_epoch)
+            )
+        case UnfenceBrokerRecord():
+            m.unfence_broker.CopyFrom(
+                pb.UnfenceBrokerRecord(broker_id=record.broker_id, broker_epoch=record.broker_epoch)
+            )
+        case FeatureLevelRecord():
+            m.feature_level.CopyFrom(
+                pb.FeatureLevelRecord(name=record.name, feature_level=record.feature_level)
+            )
+        case NoOpRecord():
+            m.no_op.CopyFrom(pb.NoOpRecord())
+    return m.SerializeToString()
+
+
+def _uuid(raw: bytes) -> uuid.UUID:
+    if len(raw) != 16:
+        raise CorruptRecordError(f"a metadata record holds a {len(raw)}-byte UUID")
+    return uuid.UUID(bytes=raw)
+
+
+def decode_record(data: bytes) -> MetadataRecord:
+    """Parse one ``MetadataRecord`` envelope; malformed bytes are CORRUPT_MESSAGE."""
+    m = pb.MetadataRecord()
+    try:
+        m.ParseFromString(data)
+    except DecodeError as e:
+        raise CorruptRecordError(f"malformed metadata record: {e}") from None
+    kind = m.WhichOneof("record")
+    if kind == "topic":
+        return TopicRecord(m.topic.name, _uuid(m.topic.topic_id))
+    if kind == "partition":
+        p = m.partition
+        return PartitionRecord(
+            _uuid(p.topic_id),
+            p.partition_id,
+            tuple(p.replicas),
+            tuple(p.isr),
+            p.leader,
+            p.leader_epoch,
+            p.partition_epoch,
+        )
+    if kind == "partition_change":
+        c = m.partition_change
+        return PartitionChangeRecord(
+            _uuid(c.topic_id),
+            c.partition_id,
+            isr=tuple(c.isr.ids) if c.HasField("isr") else None,
+            leader=c.leader if c.HasField("leader") else None,
+            replicas=tuple(c.replicas.ids) if c.HasField("replicas") else None,
+        )
+    if kind == "config":
+        cfg = m.config
+        try:
+            rtype = ConfigResourceType(cfg.resource_type)
+        except ValueError:
+            raise CorruptRecordError(f"unknown config resource type {cfg.resource_type}") from None
+        value = cfg.value if cfg.HasField("value") else None
+        return ConfigRecord(rtype, cfg.resource_name, cfg.name, value)
+    if kind == "remove_topic":
+        return RemoveTopicRecord(_uuid(m.remove_topic.topic_id))
+    if kind == "register_broker":
+        r = m.register_broker
+        endpoints = tuple(
+            BrokerEndpoint(
+                e.name, e.host, e.port, _PROTOCOL_NAMES.get(e.security_protocol, "PLAINTEXT")
+            )
+            for e in r.endpoints
+        )
+        rack = r.rack if r.HasField("rack") else None
+        return RegisterBrokerRecord(
+            r.broker_id, _uuid(r.incarnation_id), r.broker_epoch, endpoints, rack, r.fenced
+        )
+    if kind == "unregister_broker":
+        u = m.unregister_broker
+        return UnregisterBrokerRecord(u.broker_id, u.broker_epoch)
+    if kind == "fence_broker":
+        return FenceBrokerRecord(m.fence_broker.broker_id, m.fence_broker.broker_epoch)
+    if kind == "unfence_broker":
+        return UnfenceBrokerRecord(m.unfence_broker.broker_id, m.unfence_broker.broker_epoch)
+    if kind == "feature_level":
+        return FeatureLevelRecord(m.feature_level.name, m.feature_level.feature_level)
+    if kind == "no_op":
+        return NoOpRecord()
+    raise CorruptRecordError(f"unsupported metadata record type {kind!r}")
