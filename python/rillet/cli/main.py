@@ -6,11 +6,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rillet.cli import dump_log
+from rillet.cli import dump_log, storage
 from rillet.errors import KafkaError
 
 SUBCOMMANDS = {
     "dump-log": dump_log,
+    "storage": storage,
 }
 
 
