@@ -22,6 +22,8 @@ __all__ = [
     "__version__",
     "crc32c",
     "decode_batches",
+    "murmur2",
+    "partition_for_key",
     "read_offset_checkpoint",
     "transfer",
     "validate_record_batches",
@@ -154,6 +156,8 @@ def decode_batches(
 ) -> list[RecordBatch]: ...
 def validate_record_batches(data: bytes) -> list[tuple[int, int, int, int]]: ...
 def crc32c(data: bytes) -> int: ...
+def murmur2(data: bytes) -> int: ...
+def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 
 @final
 class FileRegion:

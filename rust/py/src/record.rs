@@ -331,7 +331,27 @@ fn crc32c(py: Python<'_>, data: &[u8]) -> u32 {
     py.allow_threads(|| rillet_core::record::crc32c(data))
 }
 
+/// Kafka's murmur2 hash of `data` (the signed 32-bit value Java's `Utils.murmur2` returns).
+#[pyfunction]
+fn murmur2(data: &[u8]) -> i32 {
+    rillet_core::record::murmur2::murmur2(data)
+}
+
+/// The partition Kafka's default partitioner picks for `key` among `num_partitions`.
+#[pyfunction]
+fn partition_for_key(key: &[u8], num_partitions: u32) -> PyResult<u32> {
+    if num_partitions == 0 {
+        return Err(invalid_request("a topic has at least one partition"));
+    }
+    Ok(rillet_core::record::murmur2::partition_for_key(
+        key,
+        num_partitions,
+    ))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(murmur2, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_for_key, m)?)?;
     m.add_class::<BatchBuilder>()?;
     m.add_class::<Record>()?;
     m.add_class::<RecordBatch>()?;

@@ -26,6 +26,7 @@ pub mod accumulator;
 pub mod batch;
 pub mod builder;
 pub mod compression;
+pub mod murmur2;
 pub mod varint;
 
 pub use batch::{BatchHeader, Record, RecordHeader, TimestampType};
