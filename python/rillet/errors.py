@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "CLIENT_SIDE_ERRORS",
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
     "ClusterAuthorizationFailedError",
@@ -86,6 +87,7 @@ __all__ = [
     "InvalidVoterKeyError",
     "KafkaError",
     "KafkaStorageError",
+    "KafkaTimeoutError",
     "LeaderNotAvailableError",
     "ListenerNotFoundError",
     "LogDirNotFoundError",
@@ -246,6 +248,12 @@ class RequestTimedOutError(KafkaError):
     code = 7
     name = "REQUEST_TIMED_OUT"
     retriable = True
+
+
+class KafkaTimeoutError(RequestTimedOutError):
+    """A client-side wait ran out (kafka-python's ``KafkaTimeoutError``): metadata that never
+    came, buffer memory that was not freed in ``max_block_ms``, a ``get()`` that timed out, a
+    batch not delivered within ``delivery_timeout_ms``. On the wire it is REQUEST_TIMED_OUT."""
 
 
 class BrokerNotAvailableError(KafkaError):
@@ -1428,6 +1436,9 @@ _ALL_ERRORS: tuple[type[KafkaError], ...] = (
     StreamsTopologyFencedError,
     ShareSessionLimitReachedError,
 )
+# Raised by the client only; on the wire they travel as their base class's code.
+CLIENT_SIDE_ERRORS: tuple[type[KafkaError], ...] = (KafkaTimeoutError,)
+
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _ALL_ERRORS}
 _BY_NAME: dict[str, type[KafkaError]] = {cls.name: cls for cls in _ALL_ERRORS}
 

@@ -75,7 +75,9 @@ def _error_classes() -> list[type[KafkaError]]:
     found = {
         obj
         for _, obj in inspect.getmembers(rillet.errors, inspect.isclass)
-        if issubclass(obj, KafkaError) and obj is not KafkaError
+        if issubclass(obj, KafkaError)
+        and obj is not KafkaError
+        and obj not in rillet.errors.CLIENT_SIDE_ERRORS
     }
     return sorted(found, key=lambda cls: cls.code)
 

@@ -1,0 +1,1 @@
+"""The Python client, shaped like kafka-python: Producer, Consumer, AdminClient."""

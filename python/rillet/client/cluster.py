@@ -1,0 +1,150 @@
+"""The client's view of the cluster: brokers and partition leaders from MetadataService, and
+one gRPC channel per broker.
+
+Thread safe: the producer's ``send()`` callers and its sender thread share one instance.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import grpc
+
+from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
+from rillet.protocol import metadata_pb2, metadata_pb2_grpc
+from rillet.types import TopicPartition
+
+__all__ = ["GRPC_OPTIONS", "ClusterMetadata"]
+
+# Large messages and windows: one produce or fetch request carries many partitions' batches.
+GRPC_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.max_send_message_length", 128 << 20),
+    ("grpc.max_receive_message_length", 128 << 20),
+    ("grpc.http2.lookahead_bytes", 16 << 20),
+    ("grpc.http2.max_frame_size", 16 << 20 - 1),
+    ("grpc.http2.bdp_probe", 1),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+@dataclass
+class _Snapshot:
+    brokers: dict[int, str] = field(default_factory=dict)
+    leaders: dict[TopicPartition, int] = field(default_factory=dict)
+    partitions: dict[str, list[int]] = field(default_factory=dict)
+    errors: dict[str, KafkaError] = field(default_factory=dict)
+    cluster_id: str = ""
+    controller_id: int = -1
+    updated_ms: int = 0
+
+
+class ClusterMetadata:
+    def __init__(self, bootstrap: list[str], request_timeout_ms: int = 30_000) -> None:
+        self.bootstrap = bootstrap
+        self.request_timeout_ms = request_timeout_ms
+        self._lock = threading.Lock()
+        self._snapshot = _Snapshot()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._topics: set[str] = set()
+
+    def channel(self, address: str) -> grpc.Channel:
+        with self._lock:
+            ch = self._channels.get(address)
+            if ch is None:
+                ch = self._channels[address] = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+            return ch
+
+    def close(self) -> None:
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for ch in channels:
+            ch.close()
+
+    # -- refresh ---------------------------------------------------------------------------
+
+    def refresh(self, topics: Iterable[str] | None = None, allow_auto_create: bool = False) -> None:
+        """Fetch metadata for ``topics`` (plus every topic asked for before; None: all)."""
+        with self._lock:
+            if topics is not None:
+                self._topics.update(topics)
+            wanted = sorted(self._topics) if topics is not None else []
+            known = list(self._snapshot.brokers.values())
+        request = metadata_pb2.MetadataRequest(
+            topics=wanted, allow_auto_topic_creation=allow_auto_create
+        )
+        last: Exception | None = None
+        for address in [*known, *self.bootstrap]:
+            stub = metadata_pb2_grpc.MetadataServiceStub(self.channel(address))
+            try:
+                response = stub.Metadata(request, timeout=self.request_timeout_ms / 1000)
+            except grpc.RpcError as e:
+                last = e
+                continue
+            self._apply(response)
+            return
+        raise KafkaTimeoutError(f"could not reach any broker of {self.bootstrap}: {last}")
+
+    def _apply(self, r: metadata_pb2.MetadataResponse) -> None:
+        snap = _Snapshot(cluster_id=r.cluster_id, controller_id=r.controller_id)
+        snap.brokers = {b.node_id: f"{b.host}:{b.port}" for b in r.brokers}
+        for t in r.topics:
+            if t.error_code:
+                snap.errors[t.name] = error_for_code(t.error_code)(t.error_message)
+                continue
+            snap.partitions[t.name] = sorted(p.partition for p in t.partitions)
+            for p in t.partitions:
+                snap.leaders[TopicPartition(t.name, p.partition)] = p.leader_id
+        snap.updated_ms = time.monotonic_ns() // 1_000_000
+        with self._lock:
+            self._snapshot = snap
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self._snapshot.cluster_id
+
+    def brokers(self) -> dict[int, str]:
+        return dict(self._snapshot.brokers)
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        return self._snapshot.partitions.get(topic)
+
+    def topic_error(self, topic: str) -> KafkaError | None:
+        return self._snapshot.errors.get(topic)
+
+    def topics(self) -> list[str]:
+        return sorted(self._snapshot.partitions)
+
+    def leader_address(self, tp: TopicPartition) -> str | None:
+        snap = self._snapshot
+        leader = snap.leaders.get(tp, -1)
+        return snap.brokers.get(leader) if leader >= 0 else None
+
+    def age_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000 - self._snapshot.updated_ms
+
+    def wait_for_topic(self, topic: str, timeout_ms: int, allow_auto_create: bool) -> list[int]:
+        """The partitions of ``topic``, refreshing metadata until they are known."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        backoff = 0.05
+        while True:
+            parts = self.partitions_for(topic)
+            if parts:
+                return parts
+            self.refresh([topic], allow_auto_create)
+            parts = self.partitions_for(topic)
+            if parts:
+                return parts
+            err = self.topic_error(topic)
+            if err is not None and not err.retriable:
+                raise err
+            if time.monotonic() + backoff > deadline:
+                raise KafkaTimeoutError(
+                    f"Topic {topic} not present in metadata after {timeout_ms} ms."
+                )
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)

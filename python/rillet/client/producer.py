@@ -1,0 +1,474 @@
+"""Producer, shaped like kafka-python's ``KafkaProducer``.
+
+``send()`` serializes the record, picks its partition, and appends it to the Rust
+:class:`~rillet._core.RecordAccumulator`, which batches per partition by ``batch_size`` and
+``linger_ms`` within ``buffer_memory``; it returns a future at once. A sender thread drains
+ready batches, groups them by leader and sends one ProduceRequest per broker, completes the
+futures, and retries retriable errors (refreshing metadata on leadership errors) until
+``delivery_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from rillet._core import RecordAccumulator, partition_for_key
+from rillet.client.cluster import ClusterMetadata
+from rillet.client.configs import merge_configs, parse_bootstrap
+from rillet.client.futures import FutureRecordMetadata, RecordMetadata
+from rillet.errors import (
+    InvalidConfigurationError,
+    KafkaError,
+    KafkaTimeoutError,
+    NotLeaderOrFollowerError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from rillet.protocol import produce_pb2, produce_pb2_grpc
+from rillet.types import TopicPartition
+
+__all__ = ["Producer"]
+
+_log = logging.getLogger(__name__)
+
+Serializer = Callable[[Any], bytes | None]
+Partitioner = Callable[[bytes | None, list[int], list[int]], int]
+
+_BUILTIN_SERIALIZERS: dict[str, Serializer] = {
+    "bytes": lambda v: v,
+    "str": lambda v: None if v is None else str(v).encode(),
+    "string": lambda v: None if v is None else str(v).encode(),
+    "json": lambda v: None if v is None else json.dumps(v).encode(),
+}
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class _InFlight:
+    tp: TopicPartition
+    records: bytes
+    futures: list[tuple[int, FutureRecordMetadata, int, int, int, int]]
+    reserved: int
+    created: float
+    attempts: int = 0
+    retry_at: float = 0.0
+
+
+@dataclass
+class _Slots:
+    """Small integers for topic-partitions, as the accumulator wants."""
+
+    ids: dict[TopicPartition, int] = field(default_factory=dict)
+    tps: list[TopicPartition] = field(default_factory=list)
+
+    def slot(self, tp: TopicPartition) -> int:
+        s = self.ids.get(tp)
+        if s is None:
+            s = self.ids[tp] = len(self.tps)
+            self.tps.append(tp)
+        return s
+
+
+class Producer:
+    """Publish records to Rillet. Thread safe; call :meth:`close` when done."""
+
+    DEFAULT_CONFIG: Mapping[str, Any] = {
+        "bootstrap_servers": "localhost:9092",
+        "client_id": "rillet-producer",
+        "key_serializer": None,
+        "value_serializer": None,
+        "acks": 1,
+        "compression_type": None,
+        "retries": 2147483647,
+        "batch_size": 16384,
+        "linger_ms": 5,
+        "partitioner": "default",
+        "buffer_memory": 33554432,
+        "max_block_ms": 60000,
+        "max_request_size": 1048576,
+        "request_timeout_ms": 30000,
+        "delivery_timeout_ms": 120000,
+        "retry_backoff_ms": 100,
+        "metadata_max_age_ms": 300000,
+        "allow_auto_create_topics": True,
+        "interceptors": (),
+        "enable_idempotence": False,
+    }
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        c = merge_configs(self.DEFAULT_CONFIG, configs, kwargs, "producer")
+        self.config = c
+        acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(str(c["acks"]))
+        if acks is None:
+            raise InvalidConfigurationError(f"Invalid value {c['acks']} for configuration acks")
+        self._acks = acks
+        compression = c["compression_type"] or "none"
+        self._key_serializer = self._serializer(c["key_serializer"], "key_serializer")
+        self._value_serializer = self._serializer(c["value_serializer"], "value_serializer")
+        self._partitioner = self._make_partitioner(c["partitioner"])
+        self._interceptors = list(c["interceptors"])
+        self._accumulator = RecordAccumulator(
+            batch_size=int(c["batch_size"]),
+            linger_ms=int(c["linger_ms"]),
+            buffer_memory=int(c["buffer_memory"]),
+            compression=compression,
+        )
+        self._cluster = ClusterMetadata(
+            parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
+        )
+        self._slots = _Slots()
+        self._futures: dict[int, list[tuple[int, FutureRecordMetadata, int, int, int, int]]] = {}
+        self._batch_created: dict[int, float] = {}
+        self._sticky: dict[str, int] = {}
+        self._round_robin: dict[str, int] = defaultdict(int)
+        self._rng = random.Random()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._memory_freed = threading.Condition(threading.Lock())
+        self._retries: list[_InFlight] = []
+        self._in_flight = 0
+        self._flushing = 0
+        self._closed = False
+        self._sender = threading.Thread(
+            target=self._run, name="rillet-producer-sender", daemon=True
+        )
+        self._sender.start()
+
+    # -- configuration helpers -------------------------------------------------------------
+
+    @staticmethod
+    def _serializer(value: Any, name: str) -> Serializer | None:
+        if value is None or callable(value):
+            return value  # type: ignore[no-any-return]
+        if isinstance(value, str) and value.lower() in _BUILTIN_SERIALIZERS:
+            return _BUILTIN_SERIALIZERS[value.lower()]
+        raise InvalidConfigurationError(
+            f"Invalid value {value!r} for configuration {name}: a callable or one of "
+            f"{sorted(_BUILTIN_SERIALIZERS)}"
+        )
+
+    def _make_partitioner(self, value: Any) -> Partitioner | str:
+        if callable(value):
+            return value  # type: ignore[no-any-return]
+        if value in ("default", "murmur2", "sticky", "round_robin", "random"):
+            return str(value)
+        raise InvalidConfigurationError(
+            f"Invalid value {value!r} for configuration partitioner: a callable or one of "
+            "default, round_robin, random"
+        )
+
+    # -- the public API --------------------------------------------------------------------
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of ``topic`` (blocks up to ``max_block_ms`` for metadata)."""
+        return set(self._partitions(topic))
+
+    def _partitions(self, topic: str) -> list[int]:
+        parts = self._cluster.partitions_for(topic)
+        if parts and self._cluster.age_ms() < self.config["metadata_max_age_ms"]:
+            return parts
+        return self._cluster.wait_for_topic(
+            topic, int(self.config["max_block_ms"]), bool(self.config["allow_auto_create_topics"])
+        )
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Queue one record; the future completes with its :class:`RecordMetadata`."""
+        if self._closed:
+            raise KafkaError("the producer is closed")
+        for interceptor in self._interceptors:
+            on_send = getattr(interceptor, "on_send", None)
+            if on_send is not None:
+                topic, value, key, headers, partition, timestamp_ms = on_send(
+                    topic, value, key, headers, partition, timestamp_ms
+                )
+        key_bytes = self._key_serializer(key) if self._key_serializer else key
+        value_bytes = self._value_serializer(value) if self._value_serializer else value
+        for what, b in (("key", key_bytes), ("value", value_bytes)):
+            if b is not None and not isinstance(b, bytes | bytearray | memoryview):
+                raise TypeError(f"the record {what} must be bytes (or set a {what}_serializer)")
+        key_bytes = bytes(key_bytes) if key_bytes is not None else None
+        value_bytes = bytes(value_bytes) if value_bytes is not None else None
+        hdrs = list(headers or [])
+        size = (
+            len(key_bytes or b"")
+            + len(value_bytes or b"")
+            + sum(len(k) + len(v or b"") for k, v in hdrs)
+        )
+        if size > self.config["max_request_size"]:
+            raise RecordTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than "
+                f"max.request.size ({self.config['max_request_size']})"
+            )
+        parts = self._partitions(topic)
+        p = self._choose_partition(topic, partition, key_bytes, parts)
+        tp = TopicPartition(topic, p)
+        ts = _now_ms() if timestamp_ms is None else int(timestamp_ms)
+        future = FutureRecordMetadata()
+        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        while True:
+            with self._lock:
+                slot = self._slots.slot(tp)
+                placed = self._accumulator.append(
+                    slot, ts, key_bytes, value_bytes, hdrs, now_ms=_now_ms()
+                )
+                if placed is not None:
+                    batch_id, index, full, new_batch = placed
+                    self._futures.setdefault(batch_id, []).append(
+                        (
+                            index,
+                            future,
+                            ts,
+                            len(key_bytes) if key_bytes is not None else -1,
+                            len(value_bytes) if value_bytes is not None else -1,
+                            sum(len(k) + len(v or b"") for k, v in hdrs),
+                        )
+                    )
+                    if new_batch:
+                        self._batch_created[batch_id] = time.monotonic()
+                    if full and partition is None and key_bytes is None:
+                        # KIP-480: the sticky partition's batch is full; the next record
+                        # without a key starts a batch on another partition.
+                        self._sticky.pop(topic, None)
+                    if full or new_batch:
+                        self._wake.notify()
+                    break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"Failed to allocate memory within the configured max blocking time "
+                    f"{self.config['max_block_ms']} ms."
+                )
+            with self._memory_freed:
+                self._memory_freed.wait(min(remaining, 0.05))
+        return future
+
+    def _choose_partition(
+        self, topic: str, partition: int | None, key: bytes | None, parts: list[int]
+    ) -> int:
+        if partition is not None:
+            if partition not in parts:
+                raise UnknownTopicOrPartitionError(
+                    f"Partition {partition} of topic {topic} with partition count {len(parts)} "
+                    "is not present in metadata."
+                )
+            return partition
+        strategy = self._partitioner
+        if callable(strategy):
+            return int(strategy(key, parts, parts))
+        if key is not None and strategy in ("default", "murmur2", "sticky"):
+            return parts[partition_for_key(key, len(parts))]
+        if strategy == "round_robin":
+            n = self._round_robin[topic]
+            self._round_robin[topic] = n + 1
+            return parts[n % len(parts)]
+        if strategy == "random":
+            return self._rng.choice(parts)
+        # Sticky (KIP-480): stay on one partition until its batch is sent, then pick another.
+        with self._lock:
+            p = self._sticky.get(topic)
+            if p is None or p not in parts:
+                p = self._sticky[topic] = self._rng.choice(parts)
+            return p
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until every sent record is acknowledged."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._flushing += 1
+            self._wake.notify()
+        try:
+            while True:
+                with self._lock:
+                    if not self._futures and not self._retries and self._in_flight == 0:
+                        return
+                    self._wake.notify()
+                if deadline is not None and time.monotonic() > deadline:
+                    raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+                time.sleep(0.001)
+        finally:
+            with self._lock:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout`` seconds), stop the sender and release connections."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            with self._lock:
+                self._closed = True
+                self._wake.notify()
+            self._sender.join(timeout)
+            for batch_id in self._accumulator.abort_all():
+                for _, fut, *_ in self._futures.pop(batch_id, []):
+                    fut.failure(KafkaError("the producer was closed before the record was sent"))
+            self._cluster.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the sender thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                ready, wait_ms = self._accumulator.ready(_now_ms(), flush=self._flushing > 0)
+                now = time.monotonic()
+                due = [b for b in self._retries if b.retry_at <= now]
+                if not ready and not due:
+                    timeout = 0.1 if wait_ms is None else max(wait_ms, 0) / 1000
+                    if self._retries:
+                        timeout = min(timeout, max(min(b.retry_at for b in self._retries) - now, 0))
+                    self._wake.wait(timeout)
+                    continue
+                self._retries = [b for b in self._retries if b.retry_at > now]
+                batches = list(due)
+                if ready:
+                    drained = self._accumulator.drain(ready, int(self.config["max_request_size"]))
+                    for slot, batch_id, records, _count, reserved in drained:
+                        tp = self._slots.tps[slot]
+                        batches.append(
+                            _InFlight(
+                                tp,
+                                records,
+                                self._futures.pop(batch_id, []),
+                                reserved,
+                                self._batch_created.pop(batch_id, now),
+                            )
+                        )
+                self._in_flight += len(batches)
+            try:
+                self._send(batches)
+            except Exception as e:  # never let the sender thread die
+                _log.exception("producer sender failed")
+                for b in batches:
+                    self._fail(b, e if isinstance(e, KafkaError) else KafkaError(str(e)))
+            finally:
+                with self._lock:
+                    self._in_flight -= len(batches)
+
+    def _send(self, batches: list[_InFlight]) -> None:
+        by_leader: dict[str, list[_InFlight]] = defaultdict(list)
+        for b in batches:
+            address = self._cluster.leader_address(b.tp)
+            if address is None:
+                self._retry(b, NotLeaderOrFollowerError(f"no leader known for {b.tp}"))
+                continue
+            by_leader[address].append(b)
+        for address, group in by_leader.items():
+            request = produce_pb2.ProduceRequest(
+                acks=self._acks, timeout_ms=int(self.config["request_timeout_ms"])
+            )
+            topics: dict[str, produce_pb2.ProduceRequest.Topic] = {}
+            for b in group:
+                t = topics.get(b.tp.topic)
+                if t is None:
+                    t = topics[b.tp.topic] = request.topics.add(name=b.tp.topic)
+                t.partitions.add(partition=b.tp.partition, record_batches=b.records)
+            stub = produce_pb2_grpc.ProduceServiceStub(self._cluster.channel(address))
+            try:
+                response = stub.Produce(
+                    request, timeout=self.config["request_timeout_ms"] / 1000 + 5
+                )
+            except grpc.RpcError as e:
+                for b in group:
+                    self._retry(b, KafkaTimeoutError(f"produce to {address} failed: {e.code()}"))
+                continue
+            results = {
+                TopicPartition(t.name, p.partition): p
+                for t in response.topics
+                for p in t.partitions
+            }
+            for b in group:
+                r = results.get(b.tp)
+                if r is None:
+                    self._retry(b, KafkaError(f"no result for {b.tp}"))
+                elif r.error_code:
+                    err = error_for_code(r.error_code)(r.error_message)
+                    if err.retriable:
+                        self._retry(b, err)
+                    else:
+                        self._fail(b, err)
+                else:
+                    self._complete(b, r)
+
+    def _complete(self, b: _InFlight, r: produce_pb2.ProduceResponse.Partition) -> None:
+        self._accumulator.release(b.reserved)
+        self._notify_memory()
+        acked = self._acks != 0
+        for index, fut, ts, ksize, vsize, hsize in b.futures:
+            fut.success(
+                RecordMetadata(
+                    b.tp.topic,
+                    b.tp.partition,
+                    b.tp,
+                    r.base_offset + index if acked else -1,
+                    r.log_append_time_ms if r.log_append_time_ms >= 0 else ts,
+                    r.log_start_offset,
+                    ksize,
+                    vsize,
+                    hsize,
+                )
+            )
+        for interceptor in self._interceptors:
+            on_ack = getattr(interceptor, "on_acknowledgement", None)
+            if on_ack is not None:
+                for _, fut, *_ in b.futures:
+                    on_ack(fut.value, None)
+
+    def _fail(self, b: _InFlight, err: BaseException) -> None:
+        self._accumulator.release(b.reserved)
+        self._notify_memory()
+        for _, fut, *_ in b.futures:
+            fut.failure(err)
+        for interceptor in self._interceptors:
+            on_ack = getattr(interceptor, "on_acknowledgement", None)
+            if on_ack is not None:
+                for _ in b.futures:
+                    on_ack(None, err)
+
+    def _retry(self, b: _InFlight, err: KafkaError) -> None:
+        b.attempts += 1
+        elapsed_ms = (time.monotonic() - b.created) * 1000
+        if b.attempts > self.config["retries"] or elapsed_ms > self.config["delivery_timeout_ms"]:
+            self._fail(b, err)
+            return
+        # Leadership may have moved (or the leader died): learn the current leader first.
+        with contextlib.suppress(KafkaError):
+            self._cluster.refresh([b.tp.topic])
+        b.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
+        with self._lock:
+            self._retries.append(b)
+
+    def _notify_memory(self) -> None:
+        with self._memory_freed:
+            self._memory_freed.notify_all()
