@@ -6,12 +6,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rillet.cli import dump_log, storage
+from rillet.cli import dump_log, server, storage, topics
 from rillet.errors import KafkaError
 
 SUBCOMMANDS = {
     "dump-log": dump_log,
+    "server": server,
     "storage": storage,
+    "topics": topics,
 }
 
 

@@ -1,0 +1,298 @@
+"""AdminClient, shaped like kafka-python's ``KafkaAdminClient``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from rillet.client.cluster import GRPC_OPTIONS
+from rillet.client.configs import merge_configs, parse_bootstrap
+from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
+from rillet.protocol import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc
+
+__all__ = [
+    "AdminClient",
+    "ConfigResource",
+    "ConfigResourceType",
+    "NewPartitions",
+    "NewTopic",
+    "PartitionInfo",
+    "TopicDescription",
+]
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignments: Mapping[int, Sequence[int]] | None = None
+    topic_configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+
+class ConfigResourceType:
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    resource_type: int
+    name: str
+    configs: Mapping[str, str | None] | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error: KafkaError | None
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+    partitions: tuple[PartitionInfo, ...]
+    error: KafkaError | None
+
+
+def _raise(results: Mapping[str, KafkaError | None]) -> None:
+    errors = {k: e for k, e in results.items() if e is not None}
+    if len(errors) == 1:
+        raise next(iter(errors.values()))
+    if errors:
+        first = next(iter(errors.values()))
+        raise type(first)("; ".join(f"{k}: {e}" for k, e in errors.items()))
+
+
+class AdminClient:
+    """Administer topics, partitions and configs. Errors raise Kafka's error classes; with
+    several failures the message names each resource."""
+
+    DEFAULT_CONFIG: Mapping[str, Any] = {
+        "bootstrap_servers": "localhost:9092",
+        "client_id": "rillet-admin",
+        "request_timeout_ms": 30000,
+    }
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = merge_configs(self.DEFAULT_CONFIG, configs, kwargs, "admin")
+        self._servers = parse_bootstrap(self.config["bootstrap_servers"])
+        self._channel: grpc.Channel | None = None
+        self._timeout = self.config["request_timeout_ms"] / 1000
+
+    def _stubs(
+        self,
+    ) -> tuple[admin_pb2_grpc.AdminServiceStub, metadata_pb2_grpc.MetadataServiceStub]:
+        if self._channel is None:
+            self._channel = grpc.insecure_channel(self._servers[0], options=GRPC_OPTIONS)
+        return (
+            admin_pb2_grpc.AdminServiceStub(self._channel),
+            metadata_pb2_grpc.MetadataServiceStub(self._channel),
+        )
+
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, timeout=self._timeout)
+        except grpc.RpcError as e:
+            raise KafkaTimeoutError(f"request to {self._servers[0]} failed: {e.code()}") from None
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def create_topics(
+        self,
+        new_topics: Sequence[NewTopic],
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> dict[str, KafkaError | None]:
+        admin, _ = self._stubs()
+        request = admin_pb2.CreateTopicsRequest(
+            timeout_ms=timeout_ms or 0, validate_only=validate_only
+        )
+        for t in new_topics:
+            topic = request.topics.add(name=t.name, configs=dict(t.topic_configs))
+            if t.replica_assignments:
+                for p, brokers in sorted(t.replica_assignments.items()):
+                    topic.assignments.add(partition=p, broker_ids=list(brokers))
+            else:
+                if t.num_partitions != -1:
+                    topic.num_partitions = t.num_partitions
+                if t.replication_factor != -1:
+                    topic.replication_factor = t.replication_factor
+        response = self._call(admin.CreateTopics, request)
+        results = {
+            t.name: error_for_code(t.error_code)(t.error_message) if t.error_code else None
+            for t in response.topics
+        }
+        _raise(results)
+        return results
+
+    def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> None:
+        admin, _ = self._stubs()
+        response = self._call(
+            admin.DeleteTopics,
+            admin_pb2.DeleteTopicsRequest(topic_names=list(topics), timeout_ms=timeout_ms or 0),
+        )
+        _raise(
+            {
+                t.name: error_for_code(t.error_code)(t.error_message) if t.error_code else None
+                for t in response.topics
+            }
+        )
+
+    def create_partitions(
+        self,
+        topic_partitions: Mapping[str, NewPartitions],
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        admin, _ = self._stubs()
+        request = admin_pb2.CreatePartitionsRequest(
+            timeout_ms=timeout_ms or 0, validate_only=validate_only
+        )
+        for name, np in topic_partitions.items():
+            t = request.topics.add(name=name, count=np.total_count)
+            for brokers in np.new_assignments or ():
+                t.assignments.add(broker_ids=list(brokers))
+        response = self._call(admin.CreatePartitions, request)
+        _raise(
+            {
+                t.name: error_for_code(t.error_code)(t.error_message) if t.error_code else None
+                for t in response.topics
+            }
+        )
+
+    def list_topics(self) -> list[str]:
+        return sorted(d.name for d in self.describe_topics() if d.error is None)
+
+    def describe_topics(self, topics: Sequence[str] | None = None) -> list[TopicDescription]:
+        _, metadata = self._stubs()
+        response = self._call(
+            metadata.Metadata, metadata_pb2.MetadataRequest(topics=list(topics or []))
+        )
+        out = []
+        for t in response.topics:
+            out.append(
+                TopicDescription(
+                    t.name,
+                    uuid.UUID(bytes=t.topic_id) if len(t.topic_id) == 16 else None,
+                    t.is_internal,
+                    tuple(
+                        PartitionInfo(
+                            p.partition,
+                            p.leader_id,
+                            p.leader_epoch,
+                            tuple(p.replica_nodes),
+                            tuple(p.isr_nodes),
+                            tuple(p.offline_replicas),
+                            error_for_code(p.error_code)(p.error_message) if p.error_code else None,
+                        )
+                        for p in t.partitions
+                    ),
+                    error_for_code(t.error_code)(t.error_message) if t.error_code else None,
+                )
+            )
+        return out
+
+    def describe_cluster(self) -> dict[str, Any]:
+        admin, _ = self._stubs()
+        r = self._call(admin.DescribeCluster, admin_pb2.DescribeClusterRequest())
+        return {
+            "cluster_id": r.cluster_id,
+            "controller_id": r.controller_id,
+            "brokers": [
+                {
+                    "node_id": b.node_id,
+                    "host": b.host,
+                    "port": b.port,
+                    "rack": b.rack if b.HasField("rack") else None,
+                    "is_fenced": b.is_fenced,
+                }
+                for b in r.brokers
+            ],
+        }
+
+    # -- configs ---------------------------------------------------------------------------
+
+    def describe_configs(
+        self, config_resources: Sequence[ConfigResource]
+    ) -> dict[tuple[int, str], dict[str, tuple[str | None, str]]]:
+        """``{(type, name): {config: (value, source)}}``."""
+        admin, _ = self._stubs()
+        request = admin_pb2.DescribeConfigsRequest()
+        for r in config_resources:
+            request.resources.add(
+                resource_type=r.resource_type,
+                resource_name=r.name,
+                configuration_keys=list(r.configs or {}),
+            )
+        response = self._call(admin.DescribeConfigs, request)
+        out: dict[tuple[int, str], dict[str, tuple[str | None, str]]] = {}
+        errors: dict[str, KafkaError | None] = {}
+        for res in response.results:
+            if res.error_code:
+                errors[res.resource_name] = error_for_code(res.error_code)(res.error_message)
+                continue
+            out[(res.resource_type, res.resource_name)] = {
+                c.name: (
+                    c.value if c.HasField("value") else None,
+                    admin_pb2.ConfigSource.Name(c.source).removeprefix("CONFIG_SOURCE_"),
+                )
+                for c in res.configs
+            }
+        _raise(errors)
+        return out
+
+    def alter_configs(
+        self, config_resources: Sequence[ConfigResource], validate_only: bool = False
+    ) -> None:
+        """Set each given config (a value of None deletes the override)."""
+        admin, _ = self._stubs()
+        request = admin_pb2.AlterConfigsRequest(validate_only=validate_only)
+        for r in config_resources:
+            res = request.resources.add(resource_type=r.resource_type, resource_name=r.name)
+            for name, value in (r.configs or {}).items():
+                c = res.configs.add(
+                    name=name,
+                    config_operation=admin_pb2.ALTER_CONFIG_OP_DELETE
+                    if value is None
+                    else admin_pb2.ALTER_CONFIG_OP_SET,
+                )
+                if value is not None:
+                    c.value = value
+        response = self._call(admin.AlterConfigs, request)
+        _raise(
+            {
+                r.resource_name: error_for_code(r.error_code)(r.error_message)
+                if r.error_code
+                else None
+                for r in response.results
+            }
+        )

@@ -1,0 +1,106 @@
+"""Start real ``rillet server start`` processes for integration tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from rillet.protocol import admin_pb2, admin_pb2_grpc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """The embedded default on free ports, with its data under ``data_dir``."""
+
+    def __init__(
+        self, data_dir: Path, *, port: int | None = None, cport: int | None = None
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.cport = cport or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"localhost:{self.port}"
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "rillet.cli.main",
+            "server",
+            "start",
+            "--data-dir",
+            str(self.data_dir),
+            "--override",
+            f"listeners=PLAINTEXT://localhost:{self.port},CONTROLLER://localhost:{self.cport}",
+            "--override",
+            f"advertised.listeners=PLAINTEXT://localhost:{self.port}",
+            "--override",
+            f"controller.quorum.voters=1@localhost:{self.cport}",
+        ]
+
+    def start(self, timeout: float = 60) -> None:
+        already = len(self.output())
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes to it
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.output()}")
+            if "started (cluster id" in self.output()[already:]:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"server did not start:\n{self.output()}")
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+    def create_topic(self, name: str, partitions: int = 1, **configs: str) -> None:
+        with grpc.insecure_channel(self.bootstrap) as ch:
+            r = admin_pb2_grpc.AdminServiceStub(ch).CreateTopics(
+                admin_pb2.CreateTopicsRequest(
+                    topics=[
+                        admin_pb2.CreateTopicsRequest.Topic(
+                            name=name, num_partitions=partitions, configs=configs
+                        )
+                    ]
+                ),
+                timeout=30,
+            )
+        if r.topics[0].error_code:
+            raise RuntimeError(r.topics[0].error_message)
+
+
+def env_without_pythonwarnings() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
