@@ -11,12 +11,12 @@ gRPC status codes are never used for these errors: they are for transport failur
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rillet.errors import KafkaError, UnknownServerError, error_for_code
 from rillet.protocol.gen.v1.common_pb2 import ErrorCode
 
-__all__ = ["WireError", "error_from_wire", "error_to_wire"]
+__all__ = ["WireError", "error_from_wire", "error_to_wire", "set_error"]
 
 
 class WireError(NamedTuple):
@@ -60,3 +60,11 @@ def error_from_wire(error_code: int, error_message: str = "") -> KafkaError | No
         prefix = f"unknown error code {error_code}"
         return cls(f"{prefix}: {error_message}" if error_message else prefix)
     return cls(error_message)
+
+
+def set_error(message: Any, exc: BaseException) -> None:
+    """Fill the ``error_code`` and ``error_message`` fields of a response message (every
+    per-partition, per-topic and per-resource result has both)."""
+    wire = error_to_wire(exc)
+    message.error_code = wire.error_code
+    message.error_message = wire.error_message

@@ -17,7 +17,7 @@ from rillet.errors import (
 from rillet.metadata.image import MetadataImage
 from rillet.metadata.records import ConfigResourceType
 from rillet.protocol import admin_pb2, admin_pb2_grpc
-from rillet.protocol.errors import error_to_wire
+from rillet.protocol.errors import set_error
 from rillet.server.controller_service import ControllerService
 
 __all__ = ["AdminServicer"]
@@ -60,10 +60,6 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self.cluster_id = cluster_id
         self.listener_name = listener_name
 
-    def _err(self, msg: object, err: KafkaError) -> None:
-        w = error_to_wire(err)
-        msg.error_code, msg.error_message = w.error_code, w.error_message  # type: ignore[attr-defined]
-
     async def CreateTopics(
         self, request: admin_pb2.CreateTopicsRequest, context: Context
     ) -> admin_pb2.CreateTopicsResponse:
@@ -85,7 +81,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             )
         except KafkaError as e:
             for t in request.topics:
-                self._err(response.topics.add(name=t.name), e)
+                set_error(response.topics.add(name=t.name), e)
             return response
         for r in results:
             out = response.topics.add(
@@ -96,7 +92,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             if r.topic_id is not None:
                 out.topic_id = r.topic_id.bytes
             if r.error is not None:
-                self._err(out, r.error)
+                set_error(out, r.error)
         return response
 
     async def DeleteTopics(
@@ -113,16 +109,16 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             results = await self.service.submit(controller.delete_topics(names))
         except KafkaError as e:
             for n in names:
-                self._err(response.topics.add(name=n), e)
+                set_error(response.topics.add(name=n), e)
             return response
         for r in results:
             out = response.topics.add(name=r.name)
             if r.topic_id is not None:
                 out.topic_id = r.topic_id.bytes
             if r.error is not None:
-                self._err(out, r.error)
+                set_error(out, r.error)
         for i in unknown_ids:
-            self._err(
+            set_error(
                 response.topics.add(topic_id=i),
                 UnknownTopicOrPartitionError("This server does not host this topic ID."),
             )
@@ -148,12 +144,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             )
         except KafkaError as e:
             for t in request.topics:
-                self._err(response.topics.add(name=t.name), e)
+                set_error(response.topics.add(name=t.name), e)
             return response
         for r in results:
             out = response.topics.add(name=r.name)
             if r.error is not None:
-                self._err(out, r.error)
+                set_error(out, r.error)
         return response
 
     async def DescribeCluster(
@@ -190,7 +186,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 rtype = _resource_type(res.resource_type)
                 entries = self._entries(rtype, res.resource_name, image)
             except KafkaError as e:
-                self._err(out, e)
+                set_error(out, e)
                 continue
             for name, value, source in entries:
                 if keys and name not in keys:
@@ -242,7 +238,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             try:
                 rtype = _resource_type(res.resource_type)
             except KafkaError as e:
-                self._err(out, e)
+                set_error(out, e)
                 continue
             ops = [
                 AlterConfigOp(
@@ -261,9 +257,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             )
         except KafkaError as e:
             for out in outs:
-                self._err(out, e)
+                set_error(out, e)
             return response
         for out, err in zip(outs, results, strict=True):
             if err is not None:
-                self._err(out, err)
+                set_error(out, err)
         return response

@@ -17,7 +17,7 @@ from rillet._core import BatchBuilder, decode_batches
 from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ReplicaManager
 from rillet.errors import InvalidRequestError, KafkaError
 from rillet.protocol import common_pb2, fetch_pb2, fetch_pb2_grpc, produce_pb2, produce_pb2_grpc
-from rillet.protocol.errors import error_to_wire
+from rillet.protocol.errors import set_error
 from rillet.types import TopicPartition
 
 __all__ = ["FetchServicer", "ProduceServicer", "build_batch", "structured_records"]
@@ -116,8 +116,7 @@ class ProduceServicer(produce_pb2_grpc.ProduceServiceServicer):
                 if err is None and r is not None:
                     err = r.error
                 if err is not None:
-                    w = error_to_wire(err)
-                    part.error_code, part.error_message = w.error_code, w.error_message
+                    set_error(part, err)
                     part.base_offset = part.log_append_time_ms = part.log_start_offset = -1
                 elif r is not None:
                     part.base_offset = r.base_offset
@@ -171,8 +170,7 @@ class FetchServicer(fetch_pb2_grpc.FetchServiceServicer):
         part.log_start_offset = r.log_start_offset
         part.preferred_read_replica = -1
         if r.error is not None:
-            w = error_to_wire(r.error)
-            part.error_code, part.error_message = w.error_code, w.error_message
+            set_error(part, r.error)
             return
         if r.diverging_epoch is not None:
             part.diverging_epoch.epoch, part.diverging_epoch.end_offset = r.diverging_epoch
@@ -205,6 +203,5 @@ class FetchServicer(fetch_pb2_grpc.FetchServiceServicer):
                 leader_epoch=r.leader_epoch,
             )
             if r.error is not None:
-                w = error_to_wire(r.error)
-                part.error_code, part.error_message = w.error_code, w.error_message
+                set_error(part, r.error)
         return response

@@ -16,16 +16,11 @@ from rillet.errors import InvalidTopicError, KafkaError, UnknownTopicOrPartition
 from rillet.metadata.image import MetadataImage, TopicImage
 from rillet.metadata.topic_names import validate_topic_name
 from rillet.protocol import common_pb2, metadata_pb2, metadata_pb2_grpc
-from rillet.protocol.errors import error_to_wire
+from rillet.protocol.errors import set_error
 
 __all__ = ["MetadataServicer"]
 
 Context = grpc.aio.ServicerContext[object, object]
-
-
-def _set_error(msg: metadata_pb2.MetadataResponse.Topic, err: KafkaError) -> None:
-    w = error_to_wire(err)
-    msg.error_code, msg.error_message = w.error_code, w.error_message
 
 
 class MetadataServicer(metadata_pb2_grpc.MetadataServiceServicer):
@@ -81,7 +76,7 @@ class MetadataServicer(metadata_pb2_grpc.MetadataServiceServicer):
                     )
                 except InvalidTopicError as e:
                     err = e
-                _set_error(t, err)
+                set_error(t, err)
                 continue
             self._fill_topic(t, topic, live)
         return response
