@@ -3,12 +3,13 @@
 from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
-from typing import final
+from typing import Any, final
 
 from typing_extensions import Buffer
 
 __all__ = [
     "BatchBuilder",
+    "ConsumerRecord",
     "FetchDataInfo",
     "FileRegion",
     "Log",
@@ -22,6 +23,7 @@ __all__ = [
     "__version__",
     "crc32c",
     "decode_batches",
+    "decode_consumer_records",
     "murmur2",
     "partition_for_key",
     "read_offset_checkpoint",
@@ -150,6 +152,45 @@ class RecordAccumulator:
     def used_memory(self) -> int: ...
     @property
     def pending_batches(self) -> int: ...
+
+@final
+class ConsumerRecord:
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int | None: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def timestamp_type(self) -> int: ...
+    @property
+    def key(self) -> Any: ...
+    @key.setter
+    def key(self, value: Any) -> None: ...
+    @property
+    def value(self) -> Any: ...
+    @value.setter
+    def value(self, value: Any) -> None: ...
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]]: ...
+    @headers.setter
+    def headers(self, value: list[tuple[str, bytes | None]]) -> None: ...
+    @property
+    def checksum(self) -> int | None: ...
+    @property
+    def serialized_key_size(self) -> int: ...
+    @property
+    def serialized_value_size(self) -> int: ...
+    @property
+    def serialized_header_size(self) -> int: ...
+
+def decode_consumer_records(
+    data: bytes, topic: str, partition: int, from_offset: int, *, verify_crc: bool = True
+) -> tuple[list[ConsumerRecord], int]: ...
 
 def decode_batches(
     data: bytes, *, verify_crc: bool = True, allow_partial: bool = False

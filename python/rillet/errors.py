@@ -53,6 +53,7 @@ __all__ = [
     "GroupSubscribedToTopicError",
     "IllegalGenerationError",
     "IllegalSaslStateError",
+    "IllegalStateError",
     "InconsistentClusterIdError",
     "InconsistentGroupProtocolError",
     "InconsistentTopicIdError",
@@ -97,6 +98,7 @@ __all__ = [
     "NetworkError",
     "NetworkExceptionError",
     "NewLeaderElectedError",
+    "NoOffsetForPartitionError",
     "NoReassignmentInProgressError",
     "NonEmptyGroupError",
     "NotControllerError",
@@ -254,6 +256,17 @@ class KafkaTimeoutError(RequestTimedOutError):
     """A client-side wait ran out (kafka-python's ``KafkaTimeoutError``): metadata that never
     came, buffer memory that was not freed in ``max_block_ms``, a ``get()`` that timed out, a
     batch not delivered within ``delivery_timeout_ms``. On the wire it is REQUEST_TIMED_OUT."""
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """The consumer has no position for a partition and ``auto_offset_reset`` is ``none``
+    (kafka-python's ``NoOffsetForPartitionError``). Raised by the client only."""
+
+
+class IllegalStateError(KafkaError):
+    """The client was used in a way its state does not allow, e.g. ``position()`` of a
+    partition that is not assigned (kafka-python's ``IllegalStateError``). Raised by the
+    client only; on the wire it would be UNKNOWN_SERVER_ERROR."""
 
 
 class BrokerNotAvailableError(KafkaError):
@@ -1437,7 +1450,11 @@ _ALL_ERRORS: tuple[type[KafkaError], ...] = (
     ShareSessionLimitReachedError,
 )
 # Raised by the client only; on the wire they travel as their base class's code.
-CLIENT_SIDE_ERRORS: tuple[type[KafkaError], ...] = (KafkaTimeoutError,)
+CLIENT_SIDE_ERRORS: tuple[type[KafkaError], ...] = (
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+    IllegalStateError,
+)
 
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _ALL_ERRORS}
 _BY_NAME: dict[str, type[KafkaError]] = {cls.name: cls for cls in _ALL_ERRORS}

@@ -26,7 +26,7 @@ import grpc
 from rillet._core import RecordAccumulator, partition_for_key
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
-from rillet.client.futures import FutureRecordMetadata, RecordMetadata
+from rillet.client.futures import FutureRecordMetadata, ProduceRequestResult
 from rillet.errors import (
     InvalidConfigurationError,
     KafkaError,
@@ -58,11 +58,19 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _as_bytes(b: Any, what: str) -> bytes | None:
+    if b is None or type(b) is bytes:
+        return b
+    if isinstance(b, bytes | bytearray | memoryview):
+        return bytes(b)
+    raise TypeError(f"the record {what} must be bytes (or set a {what}_serializer)")
+
+
 @dataclass
 class _InFlight:
     tp: TopicPartition
     records: bytes
-    futures: list[tuple[int, FutureRecordMetadata, int, int, int, int]]
+    result: ProduceRequestResult
     reserved: int
     created: float
     attempts: int = 0
@@ -117,6 +125,7 @@ class Producer:
         if acks is None:
             raise InvalidConfigurationError(f"Invalid value {c['acks']} for configuration acks")
         self._acks = acks
+        self._max_request_size = int(c["max_request_size"])
         compression = c["compression_type"] or "none"
         self._key_serializer = self._serializer(c["key_serializer"], "key_serializer")
         self._value_serializer = self._serializer(c["value_serializer"], "value_serializer")
@@ -132,7 +141,7 @@ class Producer:
             parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
         )
         self._slots = _Slots()
-        self._futures: dict[int, list[tuple[int, FutureRecordMetadata, int, int, int, int]]] = {}
+        self._results: dict[int, ProduceRequestResult] = {}
         self._batch_created: dict[int, float] = {}
         self._sticky: dict[str, int] = {}
         self._round_robin: dict[str, int] = defaultdict(int)
@@ -204,50 +213,44 @@ class Producer:
                 topic, value, key, headers, partition, timestamp_ms = on_send(
                     topic, value, key, headers, partition, timestamp_ms
                 )
-        key_bytes = self._key_serializer(key) if self._key_serializer else key
-        value_bytes = self._value_serializer(value) if self._value_serializer else value
-        for what, b in (("key", key_bytes), ("value", value_bytes)):
-            if b is not None and not isinstance(b, bytes | bytearray | memoryview):
-                raise TypeError(f"the record {what} must be bytes (or set a {what}_serializer)")
-        key_bytes = bytes(key_bytes) if key_bytes is not None else None
-        value_bytes = bytes(value_bytes) if value_bytes is not None else None
-        hdrs = list(headers or [])
-        size = (
-            len(key_bytes or b"")
-            + len(value_bytes or b"")
-            + sum(len(k) + len(v or b"") for k, v in hdrs)
+        key_bytes = _as_bytes(self._key_serializer(key) if self._key_serializer else key, "key")
+        value_bytes = _as_bytes(
+            self._value_serializer(value) if self._value_serializer else value, "value"
         )
-        if size > self.config["max_request_size"]:
+        ksize = -1 if key_bytes is None else len(key_bytes)
+        vsize = -1 if value_bytes is None else len(value_bytes)
+        if headers:
+            hdrs = list(headers)
+            hsize = sum(len(k) + len(v or b"") for k, v in hdrs)
+        else:
+            hdrs, hsize = [], 0
+        size = max(ksize, 0) + max(vsize, 0) + hsize
+        if size > self._max_request_size:
             raise RecordTooLargeError(
                 f"The message is {size} bytes when serialized which is larger than "
-                f"max.request.size ({self.config['max_request_size']})"
+                f"max.request.size ({self._max_request_size})"
             )
         parts = self._partitions(topic)
         p = self._choose_partition(topic, partition, key_bytes, parts)
         tp = TopicPartition(topic, p)
-        ts = _now_ms() if timestamp_ms is None else int(timestamp_ms)
-        future = FutureRecordMetadata()
-        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        now = _now_ms()
+        ts = now if timestamp_ms is None else int(timestamp_ms)
+        deadline = None
         while True:
             with self._lock:
                 slot = self._slots.slot(tp)
                 placed = self._accumulator.append(
-                    slot, ts, key_bytes, value_bytes, hdrs, now_ms=_now_ms()
+                    slot, ts, key_bytes, value_bytes, hdrs, now_ms=now
                 )
                 if placed is not None:
                     batch_id, index, full, new_batch = placed
-                    self._futures.setdefault(batch_id, []).append(
-                        (
-                            index,
-                            future,
-                            ts,
-                            len(key_bytes) if key_bytes is not None else -1,
-                            len(value_bytes) if value_bytes is not None else -1,
-                            sum(len(k) + len(v or b"") for k, v in hdrs),
-                        )
-                    )
                     if new_batch:
+                        result = self._results[batch_id] = ProduceRequestResult(tp)
                         self._batch_created[batch_id] = time.monotonic()
+                    else:
+                        result = self._results[batch_id]
+                    future = FutureRecordMetadata(result, index, ts, ksize, vsize, hsize)
+                    result.futures.append(future)
                     if full and partition is None and key_bytes is None:
                         # KIP-480: the sticky partition's batch is full; the next record
                         # without a key starts a batch on another partition.
@@ -255,6 +258,8 @@ class Producer:
                     if full or new_batch:
                         self._wake.notify()
                     break
+            if deadline is None:
+                deadline = time.monotonic() + self.config["max_block_ms"] / 1000
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise KafkaTimeoutError(
@@ -302,7 +307,7 @@ class Producer:
         try:
             while True:
                 with self._lock:
-                    if not self._futures and not self._retries and self._in_flight == 0:
+                    if not self._results and not self._retries and self._in_flight == 0:
                         return
                     self._wake.notify()
                 if deadline is not None and time.monotonic() > deadline:
@@ -324,8 +329,11 @@ class Producer:
                 self._wake.notify()
             self._sender.join(timeout)
             for batch_id in self._accumulator.abort_all():
-                for _, fut, *_ in self._futures.pop(batch_id, []):
-                    fut.failure(KafkaError("the producer was closed before the record was sent"))
+                result = self._results.pop(batch_id, None)
+                if result is not None:
+                    result.complete(
+                        -1, -1, -1, KafkaError("the producer was closed before the record was sent")
+                    )
             self._cluster.close()
 
     def __enter__(self) -> Producer:
@@ -360,7 +368,7 @@ class Producer:
                             _InFlight(
                                 tp,
                                 records,
-                                self._futures.pop(batch_id, []),
+                                self._results.pop(batch_id),
                                 reserved,
                                 self._batch_created.pop(batch_id, now),
                             )
@@ -425,35 +433,21 @@ class Producer:
         self._accumulator.release(b.reserved)
         self._notify_memory()
         acked = self._acks != 0
-        for index, fut, ts, ksize, vsize, hsize in b.futures:
-            fut.success(
-                RecordMetadata(
-                    b.tp.topic,
-                    b.tp.partition,
-                    b.tp,
-                    r.base_offset + index if acked else -1,
-                    r.log_append_time_ms if r.log_append_time_ms >= 0 else ts,
-                    r.log_start_offset,
-                    ksize,
-                    vsize,
-                    hsize,
-                )
-            )
+        b.result.complete(r.base_offset if acked else -1, r.log_append_time_ms, r.log_start_offset)
         for interceptor in self._interceptors:
             on_ack = getattr(interceptor, "on_acknowledgement", None)
             if on_ack is not None:
-                for _, fut, *_ in b.futures:
+                for fut in b.result.futures:
                     on_ack(fut.value, None)
 
     def _fail(self, b: _InFlight, err: BaseException) -> None:
         self._accumulator.release(b.reserved)
         self._notify_memory()
-        for _, fut, *_ in b.futures:
-            fut.failure(err)
+        b.result.complete(-1, -1, -1, err)
         for interceptor in self._interceptors:
             on_ack = getattr(interceptor, "on_acknowledgement", None)
             if on_ack is not None:
-                for _ in b.futures:
+                for _ in b.result.futures:
                     on_ack(None, err)
 
     def _retry(self, b: _InFlight, err: KafkaError) -> None:

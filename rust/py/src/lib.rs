@@ -4,6 +4,7 @@
 //! GIL is released; every call that touches the disk or loops over records releases it.
 
 mod accumulator;
+mod consumer;
 mod errors;
 mod io;
 mod log;
@@ -16,6 +17,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     record::register(m)?;
     accumulator::register(m)?;
+    consumer::register(m)?;
     log::register(m)?;
     io::register(m)?;
     Ok(())

@@ -1,0 +1,135 @@
+//! The consumer's record type and its decoder: fetched RecordBatch v2 bytes straight to
+//! `ConsumerRecord` objects, so a consumer makes one Python call per partition fetch rather
+//! than one per record.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use rillet_core::record::batch::decode_batches as core_decode;
+use rillet_core::record::TimestampType;
+
+use crate::errors::IntoPyResult;
+
+/// One fetched record, with kafka-python's field names. `timestamp_type` is 0 (CreateTime)
+/// or 1 (LogAppendTime); `checksum` is always None (RecordBatch v2 has one CRC per batch).
+/// `key`, `value` and `headers` are writable so a deserializer can replace them.
+#[pyclass(module = "rillet._core", get_all)]
+pub struct ConsumerRecord {
+    topic: Py<PyString>,
+    partition: i32,
+    leader_epoch: Option<i32>,
+    offset: i64,
+    timestamp: i64,
+    timestamp_type: i32,
+    #[pyo3(set)]
+    key: PyObject,
+    #[pyo3(set)]
+    value: PyObject,
+    #[pyo3(set)]
+    headers: PyObject,
+    checksum: Option<i64>,
+    serialized_key_size: i64,
+    serialized_value_size: i64,
+    serialized_header_size: i64,
+}
+
+#[pymethods]
+impl ConsumerRecord {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "ConsumerRecord(topic={}, partition={}, leader_epoch={}, offset={}, timestamp={}, \
+             timestamp_type={}, key={}, value={}, headers={}, checksum=None, \
+             serialized_key_size={}, serialized_value_size={}, serialized_header_size={})",
+            self.topic.bind(py).repr()?,
+            self.partition,
+            self.leader_epoch
+                .map_or_else(|| "None".to_string(), |e| e.to_string()),
+            self.offset,
+            self.timestamp,
+            self.timestamp_type,
+            self.key.bind(py).repr()?,
+            self.value.bind(py).repr()?,
+            self.headers.bind(py).repr()?,
+            self.serialized_key_size,
+            self.serialized_value_size,
+            self.serialized_header_size,
+        ))
+    }
+}
+
+/// Decode fetched batches into records at or after `from_offset`, skipping control batches.
+/// Returns the records and the offset to fetch next (after the last whole batch; unchanged
+/// when `data` holds no whole batch). A trailing partial batch is ignored, as a size-limited
+/// fetch may return one; a corrupt batch raises CorruptRecordError.
+#[pyfunction]
+#[pyo3(signature = (data, topic, partition, from_offset, *, verify_crc = true))]
+fn decode_consumer_records(
+    py: Python<'_>,
+    data: &[u8],
+    topic: Bound<'_, PyString>,
+    partition: i32,
+    from_offset: i64,
+    verify_crc: bool,
+) -> PyResult<(Py<PyList>, i64)> {
+    let batches = py
+        .allow_threads(|| core_decode(data, verify_crc, true))
+        .py()?;
+    let topic = topic.unbind();
+    let out = PyList::empty(py);
+    let mut next = from_offset;
+    for b in &batches {
+        let h = &b.header;
+        next = next.max(h.last_offset() + 1);
+        if h.is_control() || h.last_offset() < from_offset {
+            continue;
+        }
+        let ts_type = match h.timestamp_type() {
+            TimestampType::CreateTime => 0,
+            TimestampType::LogAppendTime => 1,
+        };
+        let epoch = (h.partition_leader_epoch >= 0).then_some(h.partition_leader_epoch);
+        let buf = b.records_buf(data);
+        for span in &b.records {
+            let r = span.resolve(h, buf);
+            if r.offset < from_offset {
+                continue;
+            }
+            let headers = PyList::empty(py);
+            let mut header_size = 0i64;
+            for hd in &r.headers {
+                header_size += (hd.key.len() + hd.value.map_or(0, <[u8]>::len)) as i64;
+                let k = PyString::new(py, &String::from_utf8_lossy(hd.key)).into_any();
+                let v = hd.value.map_or_else(
+                    || py.None().into_bound(py),
+                    |v| PyBytes::new(py, v).into_any(),
+                );
+                headers.append(PyTuple::new(py, [k, v])?)?;
+            }
+            let bytes_or_none = |b: Option<&[u8]>| -> PyObject {
+                b.map_or_else(|| py.None(), |b| PyBytes::new(py, b).into_any().unbind())
+            };
+            let rec = ConsumerRecord {
+                topic: topic.clone_ref(py),
+                partition,
+                leader_epoch: epoch,
+                offset: r.offset,
+                timestamp: r.timestamp,
+                timestamp_type: ts_type,
+                key: bytes_or_none(r.key),
+                value: bytes_or_none(r.value),
+                headers: headers.into_any().unbind(),
+                checksum: None,
+                serialized_key_size: r.key.map_or(-1, |k| k.len() as i64),
+                serialized_value_size: r.value.map_or(-1, |v| v.len() as i64),
+                serialized_header_size: header_size,
+            };
+            out.append(Py::new(py, rec)?)?;
+        }
+    }
+    Ok((out.unbind(), next))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ConsumerRecord>()?;
+    m.add_function(wrap_pyfunction!(decode_consumer_records, m)?)?;
+    Ok(())
+}
