@@ -191,7 +191,6 @@ class ConsumerRecord:
 def decode_consumer_records(
     data: bytes, topic: str, partition: int, from_offset: int, *, verify_crc: bool = True
 ) -> tuple[list[ConsumerRecord], int]: ...
-
 def decode_batches(
     data: bytes, *, verify_crc: bool = True, allow_partial: bool = False
 ) -> list[RecordBatch]: ...

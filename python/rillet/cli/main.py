@@ -6,11 +6,22 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rillet.cli import dump_log, server, storage, topics
+from rillet.cli import (
+    console_consumer,
+    consumer_perf_test,
+    dump_log,
+    producer_perf_test,
+    server,
+    storage,
+    topics,
+)
 from rillet.errors import KafkaError
 
 SUBCOMMANDS = {
+    "console-consumer": console_consumer,
+    "consumer-perf-test": consumer_perf_test,
     "dump-log": dump_log,
+    "producer-perf-test": producer_perf_test,
     "server": server,
     "storage": storage,
     "topics": topics,

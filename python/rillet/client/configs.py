@@ -28,8 +28,37 @@ def merge_configs(
             name = key.replace(".", "_")
             if name not in defaults:
                 raise InvalidConfigurationError(f"Unknown {kind} config: {key}")
-            out[name] = value
+            out[name] = value if name in _FREE_FORM else _coerce(key, value, defaults[name])
     return out
+
+
+# Configs whose values are not of one type (acks is 0, 1, -1 or "all").
+_FREE_FORM = frozenset({"acks"})
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    """Strings from properties files and command lines take the default's type."""
+    if not isinstance(value, str) or default is None or isinstance(default, str):
+        return value
+    text = value.strip()
+    if isinstance(default, bool):
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise InvalidConfigurationError(
+            f"Invalid value {value} for configuration {key}: Expected value to be either true "
+            "or false"
+        )
+    try:
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        kind = "INT" if isinstance(default, int) else "DOUBLE"
+        raise InvalidConfigurationError(
+            f"Invalid value {value} for configuration {key}: Not a number of type {kind}"
+        ) from None
+    return value
 
 
 def parse_bootstrap(servers: str | list[str] | tuple[str, ...]) -> list[str]:

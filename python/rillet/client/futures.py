@@ -122,6 +122,11 @@ class FutureRecordMetadata:
     def is_done(self) -> bool:
         return self._result.is_done
 
+    @property
+    def produce_result(self) -> ProduceRequestResult:
+        """The outcome shared by every record of this record's batch."""
+        return self._result
+
     def succeeded(self) -> bool:
         return self.is_done and self._result.error is None
 
