@@ -11,6 +11,7 @@ futures, and retries retriable errors (refreshing metadata on leadership errors)
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -73,6 +74,8 @@ class _InFlight:
     result: ProduceRequestResult
     reserved: int
     created: float
+    batch_id: int
+    slot: int
     attempts: int = 0
     retry_at: float = 0.0
 
@@ -116,6 +119,7 @@ class Producer:
         "allow_auto_create_topics": True,
         "interceptors": (),
         "enable_idempotence": False,
+        "max_in_flight_requests_per_connection": 5,
     }
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -125,6 +129,11 @@ class Producer:
         if acks is None:
             raise InvalidConfigurationError(f"Invalid value {c['acks']} for configuration acks")
         self._acks = acks
+        if int(c["max_in_flight_requests_per_connection"]) < 1:
+            raise InvalidConfigurationError(
+                "Invalid value for configuration max.in.flight.requests.per.connection: "
+                "must be at least 1"
+            )
         self._max_request_size = int(c["max_request_size"])
         compression = c["compression_type"] or "none"
         self._key_serializer = self._serializer(c["key_serializer"], "key_serializer")
@@ -150,7 +159,13 @@ class Producer:
         self._wake = threading.Condition(self._lock)
         self._memory_freed = threading.Condition(threading.Lock())
         self._retries: list[_InFlight] = []
-        self._in_flight = 0
+        self._in_flight = 0  # batches taken from the accumulator and not yet completed
+        self._in_flight_requests = 0
+        # With one request in flight, Kafka keeps order by sending one batch per partition at
+        # a time (a muted partition has a batch in flight).
+        self._guarantee_order = int(c["max_in_flight_requests_per_connection"]) == 1
+        self._muted: set[int] = set()
+        self._stale_topics: set[str] = set()
         self._flushing = 0
         self._closed = False
         self._sender = threading.Thread(
@@ -345,13 +360,21 @@ class Producer:
     # -- the sender thread -----------------------------------------------------------------
 
     def _run(self) -> None:
+        max_in_flight = int(self.config["max_in_flight_requests_per_connection"])
         while True:
             with self._lock:
                 if self._closed:
                     return
-                ready, wait_ms = self._accumulator.ready(_now_ms(), flush=self._flushing > 0)
                 now = time.monotonic()
-                due = [b for b in self._retries if b.retry_at <= now]
+                if self._in_flight_requests >= max_in_flight:
+                    self._wake.wait(0.1)
+                    continue
+                ready, wait_ms = self._accumulator.ready(_now_ms(), flush=self._flushing > 0)
+                if self._muted:
+                    ready = [slot for slot in ready if slot not in self._muted]
+                due = sorted(
+                    (b for b in self._retries if b.retry_at <= now), key=lambda b: b.batch_id
+                )
                 if not ready and not due:
                     timeout = 0.1 if wait_ms is None else max(wait_ms, 0) / 1000
                     if self._retries:
@@ -359,37 +382,58 @@ class Producer:
                     self._wake.wait(timeout)
                     continue
                 self._retries = [b for b in self._retries if b.retry_at > now]
-                batches = list(due)
-                if ready:
-                    drained = self._accumulator.drain(ready, int(self.config["max_request_size"]))
-                    for slot, batch_id, records, _count, reserved in drained:
-                        tp = self._slots.tps[slot]
-                        batches.append(
-                            _InFlight(
-                                tp,
-                                records,
-                                self._results.pop(batch_id),
-                                reserved,
-                                self._batch_created.pop(batch_id, now),
-                            )
+                self._in_flight += len(due)
+                stale, self._stale_topics = self._stale_topics, set()
+            if stale:
+                with contextlib.suppress(KafkaError):
+                    self._cluster.refresh(stale)
+            # Closing (and compressing) batches happens outside the lock, so send() callers
+            # keep appending meanwhile.
+            drained = self._accumulator.drain(ready, self._max_request_size) if ready else []
+            batches = list(due)
+            with self._lock:
+                for slot, batch_id, records, _count, reserved in drained:
+                    batches.append(
+                        _InFlight(
+                            self._slots.tps[slot],
+                            records,
+                            self._results.pop(batch_id),
+                            reserved,
+                            self._batch_created.pop(batch_id, now),
+                            batch_id,
+                            slot,
                         )
-                self._in_flight += len(batches)
+                    )
+                self._in_flight += len(drained)
+                if self._guarantee_order:
+                    self._muted.update(b.slot for b in batches)
             try:
                 self._send(batches)
             except Exception as e:  # never let the sender thread die
                 _log.exception("producer sender failed")
                 for b in batches:
                     self._fail(b, e if isinstance(e, KafkaError) else KafkaError(str(e)))
-            finally:
-                with self._lock:
-                    self._in_flight -= len(batches)
+                self._done_with(batches, request=False)
+
+    def _done_with(self, batches: list[_InFlight], request: bool) -> None:
+        with self._lock:
+            self._in_flight -= len(batches)
+            if request:
+                self._in_flight_requests -= 1
+            for b in batches:
+                if b.result.is_done:  # a batch waiting for its retry keeps the partition muted
+                    self._muted.discard(b.slot)
+            self._wake.notify()
 
     def _send(self, batches: list[_InFlight]) -> None:
+        """One ProduceRequest per leader, sent without waiting: up to
+        ``max_in_flight_requests_per_connection`` are outstanding at once."""
         by_leader: dict[str, list[_InFlight]] = defaultdict(list)
         for b in batches:
             address = self._cluster.leader_address(b.tp)
             if address is None:
                 self._retry(b, NotLeaderOrFollowerError(f"no leader known for {b.tp}"))
+                self._done_with([b], request=False)
                 continue
             by_leader[address].append(b)
         for address, group in by_leader.items():
@@ -403,14 +447,22 @@ class Producer:
                     t = topics[b.tp.topic] = request.topics.add(name=b.tp.topic)
                 t.partitions.add(partition=b.tp.partition, record_batches=b.records)
             stub = produce_pb2_grpc.ProduceServiceStub(self._cluster.channel(address))
+            with self._lock:
+                self._in_flight_requests += 1
+            future = stub.Produce.future(
+                request, timeout=self.config["request_timeout_ms"] / 1000 + 5
+            )
+            future.add_done_callback(functools.partial(self._on_response, address, group))
+
+    def _on_response(self, address: str, group: list[_InFlight], future: Any) -> None:
+        """Runs on a gRPC thread when a ProduceRequest is answered (or fails)."""
+        try:
             try:
-                response = stub.Produce(
-                    request, timeout=self.config["request_timeout_ms"] / 1000 + 5
-                )
+                response = future.result()
             except grpc.RpcError as e:
                 for b in group:
                     self._retry(b, KafkaTimeoutError(f"produce to {address} failed: {e.code()}"))
-                continue
+                return
             results = {
                 TopicPartition(t.name, p.partition): p
                 for t in response.topics
@@ -428,6 +480,13 @@ class Producer:
                         self._fail(b, err)
                 else:
                     self._complete(b, r)
+        except Exception as e:  # a user callback or interceptor must not wedge the producer
+            _log.exception("handling a produce response failed")
+            for b in group:
+                if not b.result.is_done:
+                    self._fail(b, e if isinstance(e, KafkaError) else KafkaError(str(e)))
+        finally:
+            self._done_with(group, request=True)
 
     def _complete(self, b: _InFlight, r: produce_pb2.ProduceResponse.Partition) -> None:
         self._accumulator.release(b.reserved)
@@ -456,12 +515,12 @@ class Producer:
         if b.attempts > self.config["retries"] or elapsed_ms > self.config["delivery_timeout_ms"]:
             self._fail(b, err)
             return
-        # Leadership may have moved (or the leader died): learn the current leader first.
-        with contextlib.suppress(KafkaError):
-            self._cluster.refresh([b.tp.topic])
+        # Leadership may have moved (or the leader died): the sender thread learns the
+        # current leader before the retry goes out.
         b.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
         with self._lock:
             self._retries.append(b)
+            self._stale_topics.add(b.tp.topic)
 
     def _notify_memory(self) -> None:
         with self._memory_freed:
