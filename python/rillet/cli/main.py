@@ -7,7 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from rillet.cli import (
+    configs,
     console_consumer,
+    console_producer,
     consumer_perf_test,
     dump_log,
     producer_perf_test,
@@ -18,7 +20,9 @@ from rillet.cli import (
 from rillet.errors import KafkaError
 
 SUBCOMMANDS = {
+    "configs": configs,
     "console-consumer": console_consumer,
+    "console-producer": console_producer,
     "consumer-perf-test": consumer_perf_test,
     "dump-log": dump_log,
     "producer-perf-test": producer_perf_test,

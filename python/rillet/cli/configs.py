@@ -1,0 +1,394 @@
+"""``rillet configs``: Kafka's ``kafka-configs.sh`` for topics and brokers.
+
+``--describe`` prints what Kafka's ConfigCommand prints::
+
+    Dynamic configs for topic events are:
+      retention.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=100000}
+
+(``All configs ...`` with ``--all``, which lists every key, not only the dynamic ones).
+``--alter`` applies ``--add-config k1=v1,k2=[a,b]`` and ``--delete-config k1,k2`` as one
+incremental change (deletes, then sets) and prints ``Completed updating config for topic
+events.``; deleting a key that has no dynamic value is refused as Kafka refuses it
+("Invalid config(s): k1"). A bad value comes back from the broker as INVALID_CONFIG naming
+the key.
+
+The AdminService does not return synonyms, so the ``synonyms={...}`` list is built here the
+way Kafka's broker builds it: the topic's own value, then the broker keys the topic key falls
+back to (``log.retention.ms``, ...) at each level (dynamic broker, static, default), from a
+description of the broker's configs and Kafka's defaults, starting at the first broker key
+of the group (Kafka drops the levels before it). Rillet has no password configs, so
+``sensitive`` is always false.
+
+Only topics and brokers have configs here. ``--entity-default``/``--broker-defaults`` (the
+cluster-wide broker default) are refused: the AdminService reports cluster-default values as
+if they were the broker's own (no DYNAMIC_DEFAULT_BROKER_CONFIG), so they could not be shown
+truthfully. Describing every broker prints one section per broker and no default section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Mapping, Sequence
+
+from rillet.cli.common import add_bootstrap
+from rillet.client.admin import AdminClient, ConfigResource, ConfigResourceType
+from rillet.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigKey,
+    config_value_to_string,
+    load_properties,
+    parse_value,
+)
+from rillet.errors import InvalidConfigurationError, KafkaError
+from rillet.metadata.topic_names import validate_topic_name
+
+HELP = "Describe and alter the configs of topics and brokers (kafka-configs.sh)"
+
+TOPICS = "topics"
+BROKERS = "brokers"
+SUPPORTED_TYPES = (TOPICS, BROKERS)
+# Kafka's other entity types: known, but they have no configs in Rillet.
+KAFKA_ONLY_TYPES = ("clients", "users", "broker-loggers", "ips", "client-metrics", "groups")
+
+# Where a value comes from, in the order Kafka lists a key's synonyms.
+BROKER_LEVELS = (
+    "DYNAMIC_BROKER_CONFIG",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "STATIC_BROKER_CONFIG",
+)
+DEFAULT_LEVEL = "DEFAULT_CONFIG"
+
+Described = Mapping[str, tuple[str | None, str]]
+Synonym = tuple[str, str, str | None]  # (source, name, value)
+
+
+class UsageError(Exception):
+    """A bad combination of flags (Kafka's IllegalArgumentException): printed, exit 1."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_bootstrap(p)
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="a properties file of admin client configs (client.id, request.timeout.ms)",
+    )
+    actions = p.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--describe", action="store_true", help="list configs of the entity")
+    actions.add_argument("--alter", action="store_true", help="alter configs of the entity")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="with --describe: every config, including static ones and defaults",
+    )
+    p.add_argument("--entity-type", metavar="TYPE", help="topics or brokers")
+    p.add_argument("--entity-name", metavar="NAME", help="a topic name or a broker id")
+    p.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="the cluster-wide broker default (not supported by Rillet)",
+    )
+    p.add_argument("--topic", metavar="NAME", help="the topic (= --entity-type topics ...)")
+    p.add_argument("--broker", metavar="ID", help="the broker (= --entity-type brokers ...)")
+    p.add_argument(
+        "--broker-defaults",
+        action="store_true",
+        help="the cluster-wide broker default (not supported by Rillet)",
+    )
+    p.add_argument(
+        "--add-config",
+        metavar="K=V,...",
+        help="configs to set: 'k1=v1,k2=[v1,v2,v2],k3=v3' (square brackets group values "
+        "that contain commas)",
+    )
+    p.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
+    p.add_argument(
+        "--delete-config",
+        action="append",
+        metavar="K1,K2",
+        help="config keys to remove: 'k1,k2'",
+    )
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+# Kafka's ConfigCommand: split at commas (and '=') that are not inside square brackets.
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+_KEY_CHARS = re.compile(r"[$a-zA-Z0-9._-]*")
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """``--add-config`` as Kafka parses it: ``k1=v1,k2=[a,b]`` → ``{"k1": "v1", "k2": "a,b"}``.
+    Keys and values are trimmed, every ``[`` and ``]`` is removed from values, an empty value
+    is allowed (``k=``), and a later duplicate wins."""
+    out: dict[str, str] = {}
+    for item in re.split("," + _OUTSIDE_BRACKETS, text):
+        pair = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(pair) != 2:
+            raise UsageError(
+                'Invalid entity config: all configs to be added must be in the format "key=val" '
+                'or  "key=[val1,val2]" to group values which contain commas.'
+            )
+        out[pair[0].strip()] = re.sub(r"[\[\]]", "", pair[1]).strip()
+    return out
+
+
+def parse_delete_config(values: Sequence[str] | None) -> list[str]:
+    """``--delete-config k1,k2`` (repeatable) → ``["k1", "k2"]``, trimmed, in order."""
+    out: list[str] = []
+    for value in values or []:
+        for name in value.split(","):
+            name = name.strip()
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+def validate_keys(names: Sequence[str]) -> None:
+    for name in names:
+        if not _KEY_CHARS.fullmatch(name):
+            raise UsageError(f"Invalid character found for config key: {name}")
+
+
+def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
+    """``(entity type, entity name or None for all)`` from ``--entity-type/--entity-name`` or
+    the shortcuts ``--topic``/``--broker``; refuses what Kafka refuses, and what Rillet lacks."""
+    shortcuts = [(TOPICS, args.topic), (BROKERS, args.broker)]
+    given = [(t, n) for t, n in shortcuts if n is not None]
+    if args.broker_defaults:
+        given.append((BROKERS, ""))
+    generic = args.entity_type is not None or args.entity_name is not None or args.entity_default
+    if generic and given:
+        raise UsageError(
+            "--entity-{type,name,default} should not be used in conjunction with specific "
+            "entity flags"
+        )
+    if len(given) > 1:
+        raise UsageError(
+            "Only 'users' and 'clients' entity types may be specified together"
+            if len({t for t, _ in given}) > 1
+            else f"Duplicate entity type(s) specified: {given[0][0]}"
+        )
+    if given:
+        entity_type, name = given[0]
+    else:
+        if args.entity_type is None:
+            raise UsageError("At least one entity type must be specified")
+        entity_type = args.entity_type
+        name = "" if args.entity_default else args.entity_name
+        if args.entity_default and args.entity_name is not None:
+            raise UsageError("Only one of --entity-name or --entity-default may be specified")
+    if entity_type in KAFKA_ONLY_TYPES:
+        raise UsageError(
+            f"--entity-type {entity_type} is not supported: Rillet has configs only for "
+            f"{' and '.join(SUPPORTED_TYPES)}"
+        )
+    if entity_type not in SUPPORTED_TYPES:
+        raise UsageError(
+            f"Invalid entity type {entity_type}, the entity type must be one of "
+            f"{', '.join(SUPPORTED_TYPES)} with a --bootstrap-server argument"
+        )
+    if name == "":
+        if entity_type == TOPICS:
+            raise UsageError(
+                "--entity-default must not be specified with "
+                f"{'--describe' if args.describe else '--alter'} of topics"
+            )
+        raise UsageError(
+            "--entity-default (the cluster-wide default broker config) is not supported: "
+            "Rillet's AdminService does not report DYNAMIC_DEFAULT_BROKER_CONFIG values "
+            "separately. Use --entity-name <broker id>."
+        )
+    if entity_type == BROKERS and name is not None and not re.fullmatch(r"-?\d+", name):
+        raise UsageError(
+            f"The entity name for brokers must be a valid integer broker id, but it is: {name}"
+        )
+    return entity_type, name
+
+
+# -- synonyms -----------------------------------------------------------------------------------
+
+_BROKER_GROUPS: list[list[str]] = [
+    [s for s, _ in key.synonyms] for key in TOPIC_CONFIGS.values() if key.synonyms
+]
+
+
+def _broker_default(name: str) -> str | None:
+    key = BROKER_CONFIGS.get(name)
+    return None if key is None else config_value_to_string(key.default)
+
+
+def broker_synonyms(name: str, group: Sequence[str], broker: Described) -> list[Synonym]:
+    """Kafka's ``configSynonyms``: the values of the broker keys ``group`` at each level
+    (dynamic broker, dynamic default, static, then Kafka's default; null values left out),
+    dropping entries until the first one for ``name``."""
+    out: list[Synonym] = []
+    for level in BROKER_LEVELS:
+        for key in group:
+            value, source = broker.get(key, (None, ""))
+            if source == level and value is not None:
+                out.append((level, key, value))
+    for key in group:
+        default = _broker_default(key)
+        if default is not None:
+            out.append((DEFAULT_LEVEL, key, default))
+    while out and out[0][1] != name:
+        out.pop(0)
+    return out
+
+
+def topic_synonyms(name: str, value: str | None, source: str, broker: Described) -> list[Synonym]:
+    """The synonyms Kafka lists for a topic config: the topic's own value when it is set on
+    the topic, then its broker-level synonyms."""
+    out: list[Synonym] = []
+    if source == "DYNAMIC_TOPIC_CONFIG":
+        out.append((source, name, value))
+    key = TOPIC_CONFIGS.get(name)
+    if key is not None and key.synonyms:
+        group = [s for s, _ in key.synonyms]
+        out += broker_synonyms(group[0], group, broker)
+    return out
+
+
+def broker_config_synonyms(name: str, broker: Described) -> list[Synonym]:
+    """The synonyms Kafka lists for a broker config (``log.retention.hours`` falls back
+    through ``log.retention.ms``, ``.minutes``, ``.hours``)."""
+    group = next((g for g in _BROKER_GROUPS if name in g), [name])
+    return broker_synonyms(name, group, broker)
+
+
+def format_entry(name: str, value: str | None, synonyms: Sequence[Synonym]) -> str:
+    """One line of ``--describe``, as Kafka prints it (null values print as ``null``)."""
+    shown = ", ".join(f"{src}:{n}={'null' if v is None else v}" for src, n, v in synonyms)
+    return f"  {name}={'null' if value is None else value} sensitive=false synonyms={{{shown}}}"
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    configs: dict[str, object] = {}
+    if args.command_config:
+        types = {"client.id": "string", "request.timeout.ms": "int"}
+        for k, v in load_properties(args.command_config).items():
+            if k not in types:
+                raise InvalidConfigurationError(f"Unknown admin config: {k}")
+            configs[k] = parse_value(ConfigKey(k, types[k], None, ""), v)
+    configs["bootstrap.servers"] = args.bootstrap_server
+    return AdminClient(configs)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        entity_type, name = resolve_entity(args)
+        if args.describe:
+            if args.add_config or args.add_config_file or args.delete_config:
+                flag = next(
+                    f
+                    for f, v in (
+                        ("add-config", args.add_config),
+                        ("add-config-file", args.add_config_file),
+                        ("delete-config", args.delete_config),
+                    )
+                    if v
+                )
+                raise UsageError(f'Option "[describe]" can\'t be used with option "[{flag}]"')
+        else:
+            if name is None:
+                raise UsageError(f"An entity name must be specified with --alter of {entity_type}")
+            if args.add_config and args.add_config_file:
+                raise UsageError("Only one of --add-config or --add-config-file must be specified")
+            if not (args.add_config or args.add_config_file or args.delete_config):
+                raise UsageError(
+                    "At least one of --add-config, --add-config-file, or --delete-config must "
+                    "be specified with --alter"
+                )
+        if entity_type == TOPICS and name:
+            validate_topic_name(name)
+        with _admin(args) as admin:
+            if args.describe:
+                return _describe(admin, entity_type, name, args.all)
+            return _alter(admin, entity_type, name or "", args)
+    except UsageError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+
+
+def _resource_type(entity_type: str) -> int:
+    return ConfigResourceType.TOPIC if entity_type == TOPICS else ConfigResourceType.BROKER
+
+
+def _describe_one(admin: AdminClient, rtype: int, name: str) -> Described:
+    return admin.describe_configs([ConfigResource(rtype, name)]).get((rtype, name), {})
+
+
+def _broker_view(admin: AdminClient) -> Described:
+    """The broker-level values topic configs fall back to ({} if they cannot be read)."""
+    try:
+        return _describe_one(admin, ConfigResourceType.BROKER, "")
+    except KafkaError:
+        return {}
+
+
+def _dynamic_source(entity_type: str) -> str:
+    return "DYNAMIC_TOPIC_CONFIG" if entity_type == TOPICS else "DYNAMIC_BROKER_CONFIG"
+
+
+def _describe(admin: AdminClient, entity_type: str, name: str | None, describe_all: bool) -> int:
+    singular = entity_type[:-1]
+    if name is None:
+        if entity_type == TOPICS:
+            names = admin.list_topics()
+        else:
+            names = [str(b["node_id"]) for b in admin.describe_cluster()["brokers"]]
+    else:
+        names = [name]
+        if not describe_all:
+            if entity_type == TOPICS:
+                exists = name in admin.list_topics()
+            else:
+                exists = any(str(b["node_id"]) == name for b in admin.describe_cluster()["brokers"])
+            if not exists:
+                print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.")
+                return 0
+    rtype = _resource_type(entity_type)
+    broker = _broker_view(admin) if entity_type == TOPICS else {}
+    for entity in names:
+        entries = _describe_one(admin, rtype, entity)
+        print(f"{'All' if describe_all else 'Dynamic'} configs for {singular} {entity} are:")
+        for key in sorted(entries):
+            value, source = entries[key]
+            if not describe_all and source != _dynamic_source(entity_type):
+                continue
+            if entity_type == TOPICS:
+                synonyms = topic_synonyms(key, value, source, broker)
+            else:
+                synonyms = broker_config_synonyms(key, entries)
+            print(format_entry(key, value, synonyms))
+    return 0
+
+
+def _alter(admin: AdminClient, entity_type: str, name: str, args: argparse.Namespace) -> int:
+    to_add: dict[str, str] = {}
+    if args.add_config_file:
+        to_add.update(load_properties(args.add_config_file))
+    if args.add_config:
+        to_add.update(parse_add_config(args.add_config))
+    validate_keys(list(to_add))
+    to_delete = parse_delete_config(args.delete_config)
+    rtype = _resource_type(entity_type)
+    dynamic = _dynamic_source(entity_type)
+    current = {
+        k for k, (_, source) in _describe_one(admin, rtype, name).items() if source == dynamic
+    }
+    invalid = [k for k in to_delete if k not in current]
+    if invalid:
+        raise InvalidConfigurationError(f"Invalid config(s): {','.join(invalid)}")
+    changes: dict[str, str | None] = {k: None for k in to_delete}
+    changes.update(to_add)
+    admin.alter_configs([ConfigResource(rtype, name, changes)])
+    print(f"Completed updating config for {entity_type[:-1]} {name}.")
+    return 0
