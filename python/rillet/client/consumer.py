@@ -17,6 +17,7 @@ Not thread safe, like kafka-python's consumer: use one thread per consumer.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -88,6 +89,7 @@ class _PartitionState:
 
 @dataclass
 class _InFlightFetch:
+    fetch_id: int
     address: str
     offsets: dict[TopicPartition, int]
     future: grpc.Future  # type: ignore[type-arg]
@@ -183,7 +185,9 @@ class Consumer:
         self._assignment: dict[TopicPartition, _PartitionState] = {}
         self._subscription: set[str] = set()
         self._manual = False
-        self._in_flight: dict[str, _InFlightFetch] = {}
+        # Fetches on the wire, by a sequence number; a partition is in at most one of them.
+        self._in_flight: dict[int, _InFlightFetch] = {}
+        self._fetch_ids = itertools.count()
         self._wakeup = threading.Event()
         self._next_partition = 0
         self._closed = False
@@ -543,7 +547,8 @@ class Consumer:
 
     def _send_fetches(self) -> None:
         """One FetchRequest per leader, for partitions with a position, nothing buffered and
-        no fetch in flight."""
+        no fetch in flight. A broker may have several fetches out for different partitions:
+        a long poll on idle partitions must not hold back one whose buffer just drained."""
         now = time.monotonic()
         by_leader: dict[str, dict[TopicPartition, int]] = {}
         for tp, state in self._assignment.items():
@@ -561,8 +566,6 @@ class Consumer:
                 with contextlib.suppress(KafkaError):
                     self._cluster.refresh([tp.topic])
                 continue
-            if address in self._in_flight:
-                continue  # next round, when that broker's fetch is back
             by_leader.setdefault(address, {})[tp] = state.position
         for address, offsets in by_leader.items():
             request = fetch_pb2.FetchRequest(
@@ -588,7 +591,8 @@ class Consumer:
             future = stub.Fetch.future(request, timeout=timeout)
             for tp in offsets:
                 self._assignment[tp].fetching = True
-            self._in_flight[address] = _InFlightFetch(address, offsets, future)
+            fetch_id = next(self._fetch_ids)
+            self._in_flight[fetch_id] = _InFlightFetch(fetch_id, address, offsets, future)
 
     def _await_fetches(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for an in-flight fetch and handle every finished one;
@@ -611,7 +615,7 @@ class Consumer:
                     return False
             done = [f for f in self._in_flight.values() if f.future.done()]
         for f in done:
-            del self._in_flight[f.address]
+            del self._in_flight[f.fetch_id]
             self._handle_fetch(f)
         return True
 

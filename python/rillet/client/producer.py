@@ -152,7 +152,9 @@ class Producer:
         self._slots = _Slots()
         self._results: dict[int, ProduceRequestResult] = {}
         self._batch_created: dict[int, float] = {}
-        self._sticky: dict[str, int] = {}
+        self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes sent to it]
+        self._last_sticky: dict[str, int] = {}
+        self._batch_size = int(c["batch_size"])
         self._round_robin: dict[str, int] = defaultdict(int)
         self._rng = random.Random()
         self._lock = threading.Lock()
@@ -266,10 +268,13 @@ class Producer:
                         result = self._results[batch_id]
                     future = FutureRecordMetadata(result, index, ts, ksize, vsize, hsize)
                     result.futures.append(future)
-                    if full and partition is None and key_bytes is None:
-                        # KIP-480: the sticky partition's batch is full; the next record
-                        # without a key starts a batch on another partition.
-                        self._sticky.pop(topic, None)
+                    sticky = self._sticky.get(topic)
+                    if sticky is not None and sticky[0] == p and partition is None:
+                        # KIP-794: after batch.size bytes on the sticky partition, the next
+                        # record without a key goes to another partition.
+                        sticky[1] += size
+                        if sticky[1] >= self._batch_size:
+                            del self._sticky[topic]
                     if full or new_batch:
                         self._wake.notify()
                     break
@@ -306,12 +311,16 @@ class Producer:
             return parts[n % len(parts)]
         if strategy == "random":
             return self._rng.choice(parts)
-        # Sticky (KIP-480): stay on one partition until its batch is sent, then pick another.
+        # Sticky (KIP-480, KIP-794): stay on one partition for batch.size bytes, then move
+        # to another one picked at random.
         with self._lock:
-            p = self._sticky.get(topic)
-            if p is None or p not in parts:
-                p = self._sticky[topic] = self._rng.choice(parts)
-            return p
+            sticky = self._sticky.get(topic)
+            if sticky is None or sticky[0] not in parts:
+                previous = self._last_sticky.get(topic)
+                choices = [q for q in parts if q != previous] or parts
+                sticky = self._sticky[topic] = [self._rng.choice(choices), 0]
+                self._last_sticky[topic] = sticky[0]
+            return sticky[0]
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until every sent record is acknowledged."""

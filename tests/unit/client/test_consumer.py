@@ -235,3 +235,19 @@ def test_kafka_python_names_are_exported() -> None:
     assert rillet.KafkaConsumer is Consumer and rillet.KafkaProducer is Producer
     for name in ("AdminClient", "NewTopic", "NewPartitions", "RecordMetadata", "ConsumerRecord"):
         assert hasattr(rillet, name)
+
+
+def test_idle_partitions_long_poll_does_not_hold_back_a_busy_one(broker: MiniBroker) -> None:
+    # Partition 1 has more data than one fetch returns; 0 and 2 are empty, so a fetch for them
+    # parks in the broker for fetch_max_wait_ms. The next fetch of partition 1 must not wait
+    # behind it, or reading 400 records would take minutes instead of finishing here.
+    produce(broker, 400, partition=1)
+    with Consumer(
+        "t",
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=60_000,
+        max_partition_fetch_bytes=512,
+    ) as c:
+        records = consume(c, 400, timeout_s=30)
+    assert [r.offset for r in records] == list(range(400))

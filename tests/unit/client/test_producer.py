@@ -91,6 +91,20 @@ def test_callbacks_flush_and_sticky_null_keys(broker: MiniBroker) -> None:
     assert len({f.get().partition for f in futures}) == 1
 
 
+def test_sticky_partition_moves_on_after_batch_size_bytes(broker: MiniBroker) -> None:
+    # KIP-794: 100-byte values with batch.size 1000 switch partitions about every 10 records,
+    # each switch to a different partition, so the load spreads over all of them.
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=1000, linger_ms=1) as p:
+        metas = [p.send("t", b"x" * 100).get(10) for _ in range(200)]
+    parts = [m.partition for m in metas]
+    assert set(parts) == {0, 1, 2}
+    runs = [parts[0]]
+    for q in parts[1:]:
+        if q != runs[-1]:
+            runs.append(q)
+    assert 15 <= len(runs) <= 25  # ~200 records / ~10 per stint
+
+
 def test_client_side_errors(broker: MiniBroker) -> None:
     with pytest.raises(InvalidConfigurationError, match=r"no\.such\.thing"):
         Producer({"bootstrap.servers": broker.bootstrap, "no.such.thing": 1})
