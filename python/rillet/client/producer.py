@@ -150,6 +150,9 @@ class Producer:
             parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
         )
         self._slots = _Slots()
+        self._topic_cache: dict[
+            str, tuple[list[int], dict[int, tuple[TopicPartition, int]], int]
+        ] = {}
         self._results: dict[int, ProduceRequestResult] = {}
         self._batch_created: dict[int, float] = {}
         self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes sent to it]
@@ -204,6 +207,22 @@ class Producer:
         """The partition numbers of ``topic`` (blocks up to ``max_block_ms`` for metadata)."""
         return set(self._partitions(topic))
 
+    def _cache_topic(
+        self, topic: str, now_ms: int
+    ) -> tuple[list[int], dict[int, tuple[TopicPartition, int]], int]:
+        """The partitions of ``topic`` with their TopicPartition and accumulator slot, kept
+        until the metadata is ``metadata_max_age_ms`` old."""
+        parts = self._partitions(topic)
+        with self._lock:
+            slots = {
+                p: (TopicPartition(topic, p), self._slots.slot(TopicPartition(topic, p)))
+                for p in parts
+            }
+        expires = now_ms + max(int(self.config["metadata_max_age_ms"]) - self._cluster.age_ms(), 0)
+        entry = (parts, slots, expires)
+        self._topic_cache[topic] = entry
+        return entry
+
     def _partitions(self, topic: str) -> list[int]:
         parts = self._cluster.partitions_for(topic)
         if parts and self._cluster.age_ms() < self.config["metadata_max_age_ms"]:
@@ -247,15 +266,23 @@ class Producer:
                 f"The message is {size} bytes when serialized which is larger than "
                 f"max.request.size ({self._max_request_size})"
             )
-        parts = self._partitions(topic)
-        p = self._choose_partition(topic, partition, key_bytes, parts)
-        tp = TopicPartition(topic, p)
         now = _now_ms()
+        cached = self._topic_cache.get(topic)
+        if cached is None or now >= cached[2]:
+            cached = self._cache_topic(topic, now)
+        parts = cached[0]
+        p = self._choose_partition(topic, partition, key_bytes, parts)
+        known = cached[1].get(p)
+        if known is None:
+            raise UnknownTopicOrPartitionError(
+                f"the partitioner chose partition {p} of topic {topic}, which has partitions "
+                f"{parts}"
+            )
+        tp, slot = known
         ts = now if timestamp_ms is None else int(timestamp_ms)
         deadline = None
         while True:
             with self._lock:
-                slot = self._slots.slot(tp)
                 placed = self._accumulator.append(
                     slot, ts, key_bytes, value_bytes, hdrs, now_ms=now
                 )
@@ -396,6 +423,8 @@ class Producer:
             if stale:
                 with contextlib.suppress(KafkaError):
                     self._cluster.refresh(stale)
+                for topic in stale:
+                    self._topic_cache.pop(topic, None)
             # Closing (and compressing) batches happens outside the lock, so send() callers
             # keep appending meanwhile.
             drained = self._accumulator.drain(ready, self._max_request_size) if ready else []
