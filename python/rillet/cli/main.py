@@ -18,6 +18,7 @@ from rillet.cli import (
     topics,
 )
 from rillet.errors import KafkaError
+from rillet.tuning import tune_malloc
 
 SUBCOMMANDS = {
     "configs": configs,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    tune_malloc()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -2,8 +2,10 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rillet_core::record::accumulator::{AccumulatorConfig, RecordAccumulator as Core};
+use rillet_core::record::Compression;
 
 use crate::errors::IntoPyResult;
+use crate::gil;
 use crate::record::parse_compression;
 
 /// (partition, batch id, records, record count, reserved bytes)
@@ -15,6 +17,9 @@ type Drained<'py> = (u32, u64, Bound<'py, PyBytes>, i32, usize);
 #[pyclass(module = "rillet._core", frozen)]
 pub struct RecordAccumulator {
     inner: Mutex<Core>,
+    /// Closing a compressed batch is worth releasing the GIL for; copying an uncompressed
+    /// one is not (see `gil`).
+    compressed: bool,
 }
 
 #[pymethods]
@@ -27,14 +32,16 @@ impl RecordAccumulator {
         buffer_memory: usize,
         compression: &str,
     ) -> PyResult<Self> {
+        let compression = parse_compression(compression)?;
         let config = AccumulatorConfig {
             batch_size,
             linger_ms,
             buffer_memory,
-            compression: parse_compression(compression)?,
+            compression,
         };
         Ok(RecordAccumulator {
             inner: Mutex::new(Core::new(config).py()?),
+            compressed: compression != Compression::None,
         })
     }
 
@@ -78,9 +85,10 @@ impl RecordAccumulator {
         partitions: Vec<u32>,
         max_bytes: usize,
     ) -> PyResult<Vec<Drained<'py>>> {
-        let drained = py
-            .allow_threads(|| self.inner.lock().drain(&partitions, max_bytes))
-            .py()?;
+        let drained = gil::run(py, self.compressed, || {
+            self.inner.lock().drain(&partitions, max_bytes)
+        })
+        .py()?;
         Ok(drained
             .into_iter()
             .map(|d| {

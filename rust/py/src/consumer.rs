@@ -8,6 +8,7 @@ use rillet_core::record::batch::decode_batches as core_decode;
 use rillet_core::record::TimestampType;
 
 use crate::errors::IntoPyResult;
+use crate::gil;
 
 /// One fetched record, with kafka-python's field names. `timestamp_type` is 0 (CreateTime)
 /// or 1 (LogAppendTime); `checksum` is always None (RecordBatch v2 has one CRC per batch).
@@ -70,9 +71,10 @@ fn decode_consumer_records(
     from_offset: i64,
     verify_crc: bool,
 ) -> PyResult<(Py<PyList>, i64)> {
-    let batches = py
-        .allow_threads(|| core_decode(data, verify_crc, true))
-        .py()?;
+    let batches = gil::run(py, data.len() > gil::RELEASE_DECODE_ABOVE_BYTES, || {
+        core_decode(data, verify_crc, true)
+    })
+    .py()?;
     let topic = topic.unbind();
     let out = PyList::empty(py);
     let mut next = from_offset;

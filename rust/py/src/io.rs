@@ -7,6 +7,7 @@ use rillet_core::io::{transfer as core_transfer, FileRegion as CoreRegion};
 use pyo3::buffer::PyBuffer;
 
 use crate::errors::{invalid_request, IntoPyResult};
+use crate::gil;
 
 /// Bytes of a segment file: `length` bytes from `position`. Holds the file open.
 #[pyclass(module = "rillet._core", frozen)]
@@ -85,12 +86,12 @@ pub(crate) fn read_regions<'py>(
             total,
         )
     };
-    py.allow_threads(|| fill(regions, buf)).py()?;
+    gil::run(py, total > gil::RELEASE_ABOVE_BYTES, || fill(regions, buf)).py()?;
     Ok(bytes)
 }
 
 /// Read regions back to back into a writable buffer (bytearray, memoryview, numpy array...)
-/// with the GIL released. Returns the bytes written.
+/// (releasing the GIL for large reads; see `gil`). Returns the bytes written.
 pub(crate) fn read_regions_into(
     py: Python<'_>,
     regions: &[CoreRegion],
@@ -112,7 +113,7 @@ pub(crate) fn read_regions_into(
     // SAFETY: the view keeps the exporter's memory alive and pinned (no resize while a buffer
     // is exported) until it is released when `view` drops, after the read.
     let buf = unsafe { std::slice::from_raw_parts_mut(view.buf_ptr() as *mut u8, total) };
-    py.allow_threads(|| fill(regions, buf)).py()?;
+    gil::run(py, total > gil::RELEASE_ABOVE_BYTES, || fill(regions, buf)).py()?;
     Ok(total)
 }
 

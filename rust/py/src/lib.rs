@@ -1,11 +1,13 @@
 //! `rillet._core`: thin PyO3 wrappers over `rillet-core`.
 //!
 //! Inputs are borrowed from immutable `bytes` (or copied into owned Rust values) before the
-//! GIL is released; every call that touches the disk or loops over records releases it.
+//! GIL is released. Calls that may block or work on many megabytes release it; short calls
+//! keep it, because getting it back can cost more than the call (see `gil`).
 
 mod accumulator;
 mod consumer;
 mod errors;
+mod gil;
 mod io;
 mod log;
 mod record;

@@ -12,6 +12,7 @@ use rillet_core::log::{
 use rillet_core::Error;
 
 use crate::errors::{invalid_request, to_py, IntoPyResult};
+use crate::gil;
 use crate::io::{read_regions, read_regions_into, FileRegion};
 use crate::record::parse_timestamp_type;
 
@@ -265,6 +266,43 @@ pub struct Log {
 }
 
 impl Log {
+    /// Run `f` on the log with the GIL held when the log's lock is free (the common case:
+    /// most calls take microseconds, less than getting the GIL back would cost; see `gil`),
+    /// else wait for the lock with the GIL released.
+    fn with_gil<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut CoreLog) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        let Some(mut guard) = self.inner.try_lock() else {
+            return self.with(py, f);
+        };
+        match guard.as_mut() {
+            Some(log) => f(log),
+            None => Err(Error::storage(
+                format!("log {}", self.dir.display()),
+                std::io::Error::other("the log is closed"),
+            )),
+        }
+        .py()
+    }
+
+    /// `with_gil` for work on up to `gil::RELEASE_ABOVE_BYTES`, `with` above.
+    fn with_for<T: Send>(
+        &self,
+        py: Python<'_>,
+        bytes: usize,
+        f: impl FnOnce(&mut CoreLog) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        if bytes > gil::RELEASE_ABOVE_BYTES {
+            self.with(py, f)
+        } else {
+            self.with_gil(py, f)
+        }
+    }
+
+    /// Run `f` on the log with the GIL released (disk syncs, file creation and deletion,
+    /// large appends).
     fn with<T: Send>(
         &self,
         py: Python<'_>,
@@ -325,27 +363,27 @@ impl Log {
     }
     #[getter]
     fn log_start_offset(&self, py: Python<'_>) -> PyResult<i64> {
-        self.with(py, |l| Ok(l.log_start_offset()))
+        self.with_gil(py, |l| Ok(l.log_start_offset()))
     }
     #[getter]
     fn log_end_offset(&self, py: Python<'_>) -> PyResult<i64> {
-        self.with(py, |l| Ok(l.log_end_offset()))
+        self.with_gil(py, |l| Ok(l.log_end_offset()))
     }
     #[getter]
     fn recovery_point(&self, py: Python<'_>) -> PyResult<i64> {
-        self.with(py, |l| Ok(l.recovery_point()))
+        self.with_gil(py, |l| Ok(l.recovery_point()))
     }
     #[getter]
     fn active_segment_base_offset(&self, py: Python<'_>) -> PyResult<i64> {
-        self.with(py, |l| Ok(l.active_segment_base_offset()))
+        self.with_gil(py, |l| Ok(l.active_segment_base_offset()))
     }
     #[getter]
     fn size_in_bytes(&self, py: Python<'_>) -> PyResult<u64> {
-        self.with(py, |l| Ok(l.size_in_bytes()))
+        self.with_gil(py, |l| Ok(l.size_in_bytes()))
     }
     #[getter]
     fn config(&self, py: Python<'_>) -> PyResult<LogConfig> {
-        self.with(py, |l| {
+        self.with_gil(py, |l| {
             Ok(LogConfig {
                 inner: l.config().clone(),
             })
@@ -357,11 +395,11 @@ impl Log {
     }
 
     fn update_config(&self, py: Python<'_>, config: LogConfig) -> PyResult<()> {
-        self.with(py, move |l| l.update_config(config.inner))
+        self.with_gil(py, move |l| l.update_config(config.inner))
     }
 
     fn segments(&self, py: Python<'_>) -> PyResult<Vec<SegmentInfo>> {
-        self.with(py, |l| {
+        self.with_gil(py, |l| {
             Ok(l.segments()
                 .map(|s| SegmentInfo {
                     base_offset: s.base_offset(),
@@ -387,7 +425,7 @@ impl Log {
     ) -> PyResult<LogAppendInfo> {
         let now = now_ms.unwrap_or_else(self::now_ms);
         Ok(self
-            .with(py, |l| {
+            .with_for(py, records.len(), |l| {
                 l.append_as_leader(records, leader_epoch, now, allow_control)
             })?
             .into())
@@ -403,7 +441,7 @@ impl Log {
     ) -> PyResult<LogAppendInfo> {
         let now = now_ms.unwrap_or_else(self::now_ms);
         Ok(self
-            .with(py, |l| l.append_as_follower(records, now))?
+            .with_for(py, records.len(), |l| l.append_as_follower(records, now))?
             .into())
     }
 
@@ -423,7 +461,7 @@ impl Log {
                 "max_bytes must be >= 0, got {max_bytes}"
             )));
         }
-        let inner = self.with(py, |l| {
+        let inner = self.with_gil(py, |l| {
             l.read(offset, max_bytes as u64, max_offset, min_one_batch)
         })?;
         Ok(FetchDataInfo { inner })
@@ -436,7 +474,7 @@ impl Log {
         py: Python<'_>,
         timestamp: i64,
     ) -> PyResult<Option<(i64, i64, Option<i32>)>> {
-        let r = self.with(py, |l| l.fetch_offset_by_timestamp(timestamp))?;
+        let r = self.with_gil(py, |l| l.fetch_offset_by_timestamp(timestamp))?;
         Ok(r.map(|t| (t.timestamp, t.offset, t.leader_epoch)))
     }
 
@@ -490,7 +528,7 @@ impl Log {
 
     /// The leader-epoch cache as (epoch, start_offset) pairs.
     fn leader_epoch_entries(&self, py: Python<'_>) -> PyResult<Vec<(i32, i64)>> {
-        self.with(py, |l| {
+        self.with_gil(py, |l| {
             Ok(l.epoch_cache()
                 .entries()
                 .iter()
@@ -500,12 +538,12 @@ impl Log {
     }
 
     fn latest_epoch(&self, py: Python<'_>) -> PyResult<Option<i32>> {
-        self.with(py, |l| Ok(l.epoch_cache().latest_epoch()))
+        self.with_gil(py, |l| Ok(l.epoch_cache().latest_epoch()))
     }
 
     /// (epoch, end offset) for `epoch`: Kafka's OffsetsForLeaderEpoch answer.
     fn end_offset_for_epoch(&self, py: Python<'_>, epoch: i32) -> PyResult<(i32, i64)> {
-        self.with(py, |l| {
+        self.with_gil(py, |l| {
             Ok(l.epoch_cache().end_offset_for(epoch, l.log_end_offset()))
         })
     }

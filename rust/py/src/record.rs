@@ -6,6 +6,7 @@ use rillet_core::record::batch::{
 use rillet_core::record::{BatchBuilder as CoreBuilder, Compression, TimestampType};
 
 use crate::errors::{invalid_request, to_py, IntoPyResult};
+use crate::gil;
 
 /// Largest single key, value or header the builder takes (a record batch length is an int32).
 const MAX_FIELD_BYTES: usize = (1 << 30) - 1;
@@ -172,7 +173,8 @@ impl BatchBuilder {
     /// Finish the batch (compressing with the GIL released) and reset the builder.
     fn build<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let inner = &mut self.inner;
-        let bytes = py.allow_threads(|| inner.build()).py()?;
+        let big = inner.uncompressed_size() > gil::RELEASE_DECODE_ABOVE_BYTES;
+        let bytes = gil::run(py, big, || inner.build()).py()?;
         Ok(PyBytes::new(py, &bytes))
     }
 }
@@ -306,9 +308,10 @@ fn decode_batches(
     verify_crc: bool,
     allow_partial: bool,
 ) -> PyResult<Vec<RecordBatch>> {
-    let decoded = py
-        .allow_threads(|| core_decode(data, verify_crc, allow_partial))
-        .py()?;
+    let decoded = gil::run(py, data.len() > gil::RELEASE_DECODE_ABOVE_BYTES, || {
+        core_decode(data, verify_crc, allow_partial)
+    })
+    .py()?;
     decoded
         .iter()
         .map(|b| to_python_batch(py, b, data))
@@ -319,7 +322,10 @@ fn decode_batches(
 /// (position, base_offset, last_offset, record_count) for each.
 #[pyfunction]
 fn validate_record_batches(py: Python<'_>, data: &[u8]) -> PyResult<Vec<(usize, i64, i64, i32)>> {
-    let v = py.allow_threads(|| validate_batches(data)).py()?;
+    let v = gil::run(py, data.len() > gil::RELEASE_ABOVE_BYTES, || {
+        validate_batches(data)
+    })
+    .py()?;
     Ok(v.into_iter()
         .map(|(p, h)| (p, h.base_offset, h.last_offset(), h.record_count))
         .collect())
@@ -328,7 +334,9 @@ fn validate_record_batches(py: Python<'_>, data: &[u8]) -> PyResult<Vec<(usize, 
 /// CRC-32C (Castagnoli) of `data`.
 #[pyfunction]
 fn crc32c(py: Python<'_>, data: &[u8]) -> u32 {
-    py.allow_threads(|| rillet_core::record::crc32c(data))
+    gil::run(py, data.len() > gil::RELEASE_ABOVE_BYTES, || {
+        rillet_core::record::crc32c(data)
+    })
 }
 
 /// Kafka's murmur2 hash of `data` (the signed 32-bit value Java's `Utils.murmur2` returns).
