@@ -189,8 +189,15 @@ class ConsumerRecord:
     def serialized_header_size(self) -> int: ...
 
 def decode_consumer_records(
-    data: bytes, topic: str, partition: int, from_offset: int, *, verify_crc: bool = True
-) -> tuple[list[ConsumerRecord], int]: ...
+    data: bytes,
+    topic: str,
+    partition: int,
+    from_offset: int,
+    *,
+    verify_crc: bool = True,
+    start: int = 0,
+    max_records: int | None = None,
+) -> tuple[list[ConsumerRecord], int, int]: ...
 def decode_batches(
     data: bytes, *, verify_crc: bool = True, allow_partial: bool = False
 ) -> list[RecordBatch]: ...

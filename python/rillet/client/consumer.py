@@ -78,13 +78,20 @@ class _PartitionState:
     paused: bool = False
     records: list[ConsumerRecord] = field(default_factory=list)
     index: int = 0  # records[index:] are not handed out yet
+    # Fetched batch bytes not decoded yet: raw[raw_pos:]. Batches are decoded a poll's worth
+    # at a time, as highly compressed batches can expand a thousandfold.
+    raw: bytes = b""
+    raw_pos: int = 0
     high_watermark: int = -1
     fetching: bool = False  # a fetch for this partition is in flight
     retry_at: float = 0.0  # after an error: no fetch before this time.monotonic()
 
     @property
-    def buffered(self) -> int:
-        return len(self.records) - self.index
+    def buffered(self) -> bool:
+        return self.index < len(self.records) or self.raw_pos < len(self.raw)
+
+    def clear(self) -> None:
+        self.records, self.index, self.raw, self.raw_pos = [], 0, b"", 0
 
 
 @dataclass
@@ -292,8 +299,7 @@ class Consumer:
     def _move(state: _PartitionState, offset: int | None, reset_to: int | None) -> None:
         state.position = offset
         state.reset_to = reset_to
-        state.records = []
-        state.index = 0
+        state.clear()
 
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record that will be returned for ``partition``."""
@@ -529,6 +535,8 @@ class Consumer:
             if limit <= 0:
                 break
             state = self._assignment[tp]
+            if state.index >= len(state.records) and not self._decode_more(tp, state, limit):
+                continue
             taken = state.records[state.index : state.index + limit]
             state.index += len(taken)
             if state.index >= len(state.records):
@@ -544,6 +552,37 @@ class Consumer:
                         r.value = self._value_deserializer(r.value)
             out[tp] = taken
         return out
+
+    def _decode_more(self, tp: TopicPartition, state: _PartitionState, limit: int) -> bool:
+        """Decode buffered batch bytes until some records are at or past the position
+        (``limit`` or a little more: whole batches); False when none are left."""
+        assert state.position is not None
+        while state.raw_pos < len(state.raw):
+            try:
+                records, next_offset, end = decode_consumer_records(
+                    state.raw,
+                    tp.topic,
+                    tp.partition,
+                    state.position,
+                    verify_crc=bool(self.config["check_crcs"]),
+                    start=state.raw_pos,
+                    max_records=limit,
+                )
+            except CorruptRecordError as e:
+                state.clear()
+                raise CorruptRecordError(
+                    f"Record batch for partition {tp} at offset {state.position} is invalid: {e}"
+                ) from e
+            if end <= state.raw_pos:  # only a partial batch is left
+                break
+            state.raw_pos = end
+            if records:
+                state.records, state.index = records, 0
+                return True
+            # Only control batches (or records below the position): skip past them.
+            state.position = max(state.position, next_offset)
+        state.raw, state.raw_pos = b"", 0
+        return False
 
     def _send_fetches(self) -> None:
         """One FetchRequest per leader, for partitions with a position, nothing buffered and
@@ -650,25 +689,9 @@ class Consumer:
                     self._fetch_error(tp, state, p, stale_metadata)
                     continue
                 state.high_watermark = p.high_watermark
-                if not p.record_batches:
-                    continue
-                try:
-                    records, next_offset = decode_consumer_records(
-                        p.record_batches,
-                        t.name,
-                        p.partition,
-                        fetched_at,
-                        verify_crc=bool(self.config["check_crcs"]),
-                    )
-                except CorruptRecordError as e:
-                    raise CorruptRecordError(
-                        f"Record batch for partition {tp} at offset {fetched_at} is invalid: {e}"
-                    ) from e
-                if records:
-                    state.records, state.index = records, 0
-                elif next_offset > fetched_at:
-                    # Only control batches (or records below the position): skip past them.
-                    state.position = next_offset
+                if p.record_batches:
+                    state.clear()
+                    state.raw = p.record_batches
         if stale_metadata:
             with contextlib.suppress(KafkaError):
                 self._cluster.refresh(stale_metadata)

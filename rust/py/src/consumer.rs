@@ -4,7 +4,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use rillet_core::record::batch::decode_batches as core_decode;
+use rillet_core::record::batch::decode_batches_up_to;
 use rillet_core::record::TimestampType;
 
 use crate::errors::IntoPyResult;
@@ -57,12 +57,17 @@ impl ConsumerRecord {
     }
 }
 
-/// Decode fetched batches into records at or after `from_offset`, skipping control batches.
-/// Returns the records and the offset to fetch next (after the last whole batch; unchanged
-/// when `data` holds no whole batch). A trailing partial batch is ignored, as a size-limited
-/// fetch may return one; a corrupt batch raises CorruptRecordError.
+/// Decode fetched batches from byte `start` of `data` into records at or after
+/// `from_offset`, skipping control batches, stopping after the batch that reaches
+/// `max_records` (whole batches only, so a compressed batch is decompressed once). Returns
+/// the records, the offset to fetch next (after the last decoded batch; `from_offset` when
+/// none was) and the byte position after the last decoded batch (`start` when none was).
+/// A trailing partial batch is ignored, as a size-limited fetch may return one; a corrupt
+/// batch raises CorruptRecordError.
 #[pyfunction]
-#[pyo3(signature = (data, topic, partition, from_offset, *, verify_crc = true))]
+#[pyo3(signature = (data, topic, partition, from_offset, *, verify_crc = true, start = 0,
+    max_records = None))]
+#[allow(clippy::too_many_arguments)]
 fn decode_consumer_records(
     py: Python<'_>,
     data: &[u8],
@@ -70,11 +75,18 @@ fn decode_consumer_records(
     partition: i32,
     from_offset: i64,
     verify_crc: bool,
-) -> PyResult<(Py<PyList>, i64)> {
+    start: usize,
+    max_records: Option<usize>,
+) -> PyResult<(Py<PyList>, i64, usize)> {
+    let data = data.get(start..).unwrap_or_default();
+    let limit = max_records.unwrap_or(usize::MAX);
     let batches = gil::run(py, data.len() > gil::RELEASE_DECODE_ABOVE_BYTES, || {
-        core_decode(data, verify_crc, true)
+        decode_batches_up_to(data, verify_crc, true, limit)
     })
     .py()?;
+    let end = batches
+        .last()
+        .map_or(0, |b| b.position + b.header.size_in_bytes());
     let topic = topic.unbind();
     let out = PyList::empty(py);
     let mut next = from_offset;
@@ -127,7 +139,7 @@ fn decode_consumer_records(
             out.append(Py::new(py, rec)?)?;
         }
     }
-    Ok((out.unbind(), next))
+    Ok((out.unbind(), next, start + end))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

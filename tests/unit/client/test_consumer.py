@@ -224,10 +224,10 @@ def test_decode_skips_records_before_the_position_and_control_batches() -> None:
     control = BatchBuilder(base_offset=15, is_control=True)
     control.append(9, b"\x00\x00\x00\x00", b"")
     data = b.build() + control.build()
-    records, next_offset = rillet._core.decode_consumer_records(data, "t", 0, 12)
+    records, next_offset, _ = rillet._core.decode_consumer_records(data, "t", 0, 12)
     assert [r.offset for r in records] == [12, 13, 14] and next_offset == 16
     # A trailing partial batch (a size-limited fetch) is left for the next fetch.
-    records, next_offset = rillet._core.decode_consumer_records(data[:-3], "t", 0, 12)
+    records, next_offset, _ = rillet._core.decode_consumer_records(data[:-3], "t", 0, 12)
     assert [r.offset for r in records] == [12, 13, 14] and next_offset == 15
 
 
@@ -251,3 +251,45 @@ def test_idle_partitions_long_poll_does_not_hold_back_a_busy_one(broker: MiniBro
     ) as c:
         records = consume(c, 400, timeout_s=30)
     assert [r.offset for r in records] == list(range(400))
+
+
+def test_decode_stops_at_a_batch_boundary_after_max_records() -> None:
+    batches = []
+    for base in (0, 4, 8):
+        b = BatchBuilder("zstd", base_offset=base)
+        for i in range(4):
+            b.append(i, None, b"%d" % (base + i))
+        batches.append(b.build())
+    data = b"".join(batches)
+    records, next_offset, end = rillet._core.decode_consumer_records(data, "t", 0, 1, max_records=3)
+    # The first batch (offsets 0-3) holds 3 records at or past offset 1: enough.
+    assert [r.offset for r in records] == [1, 2, 3] and next_offset == 4
+    assert end == len(batches[0])
+    records, next_offset, end = rillet._core.decode_consumer_records(
+        data, "t", 0, next_offset, start=end, max_records=5
+    )
+    assert [r.offset for r in records] == list(range(4, 12)) and end == len(data)
+    assert rillet._core.decode_consumer_records(data, "t", 0, 12, start=end)[2] == end
+
+
+def test_compressed_fetches_are_decoded_a_poll_at_a_time(broker: MiniBroker) -> None:
+    # 2000 identical records compress to a few kilobytes; the consumer must not decode the
+    # whole fetch at once, and hands out exactly max_records per poll in offset order.
+    with Producer(
+        bootstrap_servers=broker.bootstrap, linger_ms=5, compression_type="zstd", batch_size=4096
+    ) as p:
+        for _ in range(2000):
+            p.send("one", b"x" * 500)
+    one = TopicPartition("one", 0)
+    with Consumer(
+        bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", max_poll_records=7
+    ) as c:
+        c.assign([one])
+        seen: list[int] = []
+        while len(seen) < 2000:
+            got = c.poll(timeout_ms=2000).get(one, [])
+            assert 0 < len(got) <= 7
+            seen.extend(r.offset for r in got)
+            state = c._assignment[one]
+            assert len(state.records) <= 7 + 4096 // 500 + 1  # one poll's worth of batches
+    assert seen == list(range(2000))

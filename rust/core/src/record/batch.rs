@@ -480,9 +480,22 @@ pub fn decode_batches(
     verify_crc: bool,
     allow_partial_tail: bool,
 ) -> Result<Vec<DecodedBatch>> {
+    decode_batches_up_to(buf, verify_crc, allow_partial_tail, usize::MAX)
+}
+
+/// [`decode_batches`], stopping after the first batch that brings the decoded record count
+/// to `max_records` or more, so a consumer decompresses only what it is about to hand out
+/// (a fetch of highly compressed batches can expand a thousandfold).
+pub fn decode_batches_up_to(
+    buf: &[u8],
+    verify_crc: bool,
+    allow_partial_tail: bool,
+    max_records: usize,
+) -> Result<Vec<DecodedBatch>> {
     let mut out = Vec::new();
     let mut pos = 0;
-    while pos < buf.len() {
+    let mut decoded = 0usize;
+    while pos < buf.len() && decoded < max_records {
         let rest = &buf[pos..];
         let h = match BatchHeader::read(rest) {
             Ok(h) if h.size_in_bytes() <= rest.len() => h,
@@ -512,6 +525,7 @@ pub fn decode_batches(
         } else {
             Some(scratch)
         };
+        decoded += spans.len();
         out.push(DecodedBatch {
             header: h,
             decompressed,
