@@ -13,12 +13,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 
-from rillet import decode_batches
-from rillet.protocol import common_pb2, fetch_pb2, fetch_pb2_grpc
-from tests.support.server_process import ServerProcess
+from tests.support.server_process import ServerProcess, fetch_all
 
 # A cold release build of tonic and protox takes minutes; it runs in the first test's setup.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -63,43 +60,6 @@ def run_client(binary: Path, server: ServerProcess, *args: str) -> subprocess.Co
     )
 
 
-def fetch_all(
-    bootstrap: str, topic: str, partition: int
-) -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
-    """Every record of one partition as (offset, key, value, headers), read from batch bytes."""
-    out: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = []
-    with grpc.insecure_channel(bootstrap) as ch:
-        stub = fetch_pb2_grpc.FetchServiceStub(ch)
-        while True:
-            offset = out[-1][0] + 1 if out else 0
-            r = stub.Fetch(
-                fetch_pb2.FetchRequest(
-                    topics=[
-                        fetch_pb2.FetchRequest.Topic(
-                            name=topic,
-                            partitions=[
-                                fetch_pb2.FetchRequest.Partition(
-                                    partition=partition, fetch_offset=offset
-                                )
-                            ],
-                        )
-                    ]
-                ),
-                timeout=30,
-            )
-            p = r.topics[0].partitions[0]
-            assert p.error_code == common_pb2.NONE, p.error_message
-            records = [
-                (rec.offset, rec.key, rec.value, rec.headers)
-                for b in decode_batches(p.record_batches)
-                for rec in b.records
-                if rec.offset >= offset
-            ]
-            if not records:
-                return out
-            out += records
-
-
 def test_creates_produces_and_reads_back(client_binary: Path, server: ServerProcess) -> None:
     r = run_client(client_binary, server, "--topic", "rust-orders", "--partitions", "3",
                    "--count", "8")  # fmt: skip
@@ -121,7 +81,10 @@ def test_creates_produces_and_reads_back(client_binary: Path, server: ServerProc
     assert lines[12:] == ["Read back all 8 records; they match what was written."]
 
     for p in range(3):
-        assert fetch_all(server.bootstrap, "rust-orders", p) == [
+        assert [
+            (r.offset, r.key, r.value, r.headers)
+            for r in fetch_all(server.bootstrap, "rust-orders", p)
+        ] == [
             (n, b"key-%d" % i, b"value-%d" % i, [("seq", b"%d" % i)])
             for n, i in enumerate(expected[p])
         ]
@@ -139,7 +102,7 @@ def test_existing_topic_is_an_error_unless_asked(
                        "--if-not-exists")  # fmt: skip
     assert reuse.returncode == 0, reuse.stderr
     assert "Produced 2 records to rust-again-0 at base offset 2" in reuse.stdout
-    assert [rec[:3] for rec in fetch_all(server.bootstrap, "rust-again", 0)] == [
+    assert [(r.offset, r.key, r.value) for r in fetch_all(server.bootstrap, "rust-again", 0)] == [
         (0, b"key-0", b"value-0"),
         (1, b"key-1", b"value-1"),
         (2, b"key-0", b"value-0"),

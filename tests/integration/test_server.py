@@ -11,17 +11,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from rillet import decode_batches
 from rillet.client.producer import Producer
 from rillet.errors import KafkaError
 from rillet.protocol import (
     admin_pb2,
     admin_pb2_grpc,
     common_pb2,
-    fetch_pb2,
-    fetch_pb2_grpc,
 )
-from tests.support.server_process import ServerProcess
+from tests.support.server_process import ServerProcess, fetch_all
 
 pytestmark = pytest.mark.slow
 
@@ -34,41 +31,6 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     s.kill()
 
 
-def fetch_all(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes | None]]:
-    out: list[tuple[int, bytes | None]] = []
-    offset = 0
-    with grpc.insecure_channel(bootstrap) as ch:
-        stub = fetch_pb2_grpc.FetchServiceStub(ch)
-        while True:
-            r = stub.Fetch(
-                fetch_pb2.FetchRequest(
-                    topics=[
-                        fetch_pb2.FetchRequest.Topic(
-                            name=topic,
-                            partitions=[
-                                fetch_pb2.FetchRequest.Partition(
-                                    partition=partition, fetch_offset=offset
-                                )
-                            ],
-                        )
-                    ]
-                ),
-                timeout=30,
-            )
-            p = r.topics[0].partitions[0]
-            assert p.error_code == common_pb2.NONE, p.error_message
-            records = [
-                (rec.offset, rec.value)
-                for b in decode_batches(p.record_batches)
-                for rec in b.records
-                if rec.offset >= offset
-            ]
-            if not records:
-                return out
-            out += records
-            offset = records[-1][0] + 1
-
-
 def test_produce_consume_restart(server: ServerProcess) -> None:
     server.create_topic("orders", 2)
     with Producer(bootstrap_servers=server.bootstrap, acks="all") as p:
@@ -77,7 +39,7 @@ def test_produce_consume_restart(server: ServerProcess) -> None:
     assert server.stop() == 0
     assert "shut down completed" in server.output()
     server.start()
-    assert fetch_all(server.bootstrap, "orders", 1) == [
+    assert [(r.offset, r.value) for r in fetch_all(server.bootstrap, "orders", 1)] == [
         (i, b"v%d" % (2 * i + 1)) for i in range(10)
     ]
 
@@ -119,7 +81,7 @@ def test_kill_9_during_acks_1_produce_keeps_every_acknowledged_record(tmp_path: 
         t.join(60)
         assert len(acked) >= 200
         server.start()
-        stored = dict(fetch_all(server.bootstrap, "t", 0))
+        stored = {r.offset: r.value for r in fetch_all(server.bootstrap, "t", 0)}
         offsets = sorted(stored)
         assert offsets == list(range(len(offsets)))  # contiguous, in order
         for offset, value in acked:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import grpc
 
-from rillet.protocol import admin_pb2, admin_pb2_grpc
+from rillet import Record, decode_batches
+from rillet.protocol import admin_pb2, admin_pb2_grpc, common_pb2, fetch_pb2, fetch_pb2_grpc
 
 
 def free_port() -> int:
@@ -100,6 +101,26 @@ class ServerProcess:
             )
         if r.topics[0].error_code:
             raise RuntimeError(r.topics[0].error_message)
+
+
+def fetch_all(bootstrap: str, topic: str, partition: int) -> list[Record]:
+    """Every record of one partition, read with plain Fetch requests from offset 0 and
+    decoded from the batch bytes (independent of the Python Consumer)."""
+    out: list[Record] = []
+    with grpc.insecure_channel(bootstrap) as ch:
+        stub = fetch_pb2_grpc.FetchServiceStub(ch)
+        while True:
+            offset = out[-1].offset + 1 if out else 0
+            request = fetch_pb2.FetchRequest()
+            request.topics.add(name=topic).partitions.add(partition=partition, fetch_offset=offset)
+            p = stub.Fetch(request, timeout=30).topics[0].partitions[0]
+            assert p.error_code == common_pb2.NONE, p.error_message
+            records = [
+                r for b in decode_batches(p.record_batches) for r in b.records if r.offset >= offset
+            ]
+            if not records:
+                return out
+            out += records
 
 
 def env_without_pythonwarnings() -> dict[str, str]:

@@ -277,14 +277,22 @@ impl Log {
         let Some(mut guard) = self.inner.try_lock() else {
             return self.with(py, f);
         };
-        match guard.as_mut() {
+        self.apply(&mut guard, f).py()
+    }
+
+    /// `f` on the open log, or KafkaStorageError once it is closed.
+    fn apply<T>(
+        &self,
+        log: &mut Option<CoreLog>,
+        f: impl FnOnce(&mut CoreLog) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        match log.as_mut() {
             Some(log) => f(log),
             None => Err(Error::storage(
                 format!("log {}", self.dir.display()),
                 std::io::Error::other("the log is closed"),
             )),
         }
-        .py()
     }
 
     /// `with_gil` for work on up to `gil::RELEASE_ABOVE_BYTES`, `with` above.
@@ -308,17 +316,8 @@ impl Log {
         py: Python<'_>,
         f: impl FnOnce(&mut CoreLog) -> Result<T, Error> + Send,
     ) -> PyResult<T> {
-        py.allow_threads(|| {
-            let mut guard = self.inner.lock();
-            match guard.as_mut() {
-                Some(log) => f(log),
-                None => Err(Error::storage(
-                    format!("log {}", self.dir.display()),
-                    std::io::Error::other("the log is closed"),
-                )),
-            }
-        })
-        .py()
+        py.allow_threads(|| self.apply(&mut self.inner.lock(), f))
+            .py()
     }
 }
 
