@@ -8,7 +8,7 @@ Rillet (a real ``rillet server start`` process on free ports, data in a temp dir
   compression none and zstd (Kafka's payload: random uppercase letters);
 * ``rillet consumer-perf-test`` reading each of those topics back from the beginning;
 * p99 produce latency with the producer throttled (``--throughput``) to half of Rillet's
-  peak produce rate in this run.
+  peak uncompressed produce rate in this run.
 
 Peers (``bench/peers.py``; Debian's servers, installed with apt-get when missing):
 
@@ -175,7 +175,11 @@ def run_rillet(records: int, size: int, work: Path) -> dict[str, Any]:
                 out["runs"].append(
                     {"partitions": partitions, "compression": codec, "produce": p, "consume": c}
                 )
-        peak = max(out["runs"], key=lambda r: r["produce"]["records_per_sec"])
+        # The uncompressed peak: the rate the comparison with the peers is about.
+        peak = max(
+            (r for r in out["runs"] if r["compression"] == "none"),
+            key=lambda r: r["produce"]["records_per_sec"],
+        )
         half = peak["produce"]["records_per_sec"] / 2
         topic = f"bench-p{peak['partitions']}-{peak['compression']}"
         log(f"rillet: latency at half of the peak rate ({half:.0f} records/s) on {topic}")
@@ -272,28 +276,39 @@ def main() -> int:
 
 
 def compare(result: dict[str, Any]) -> dict[str, Any]:
+    """Ratios against the better peer. The headline uses Rillet's uncompressed runs: the
+    peers store the same payload uncompressed, and Kafka's perf-test payload (one value for
+    every record) compresses almost to nothing, so zstd runs are reported on their own."""
     runs = result["rillet"]["runs"]
-    best_produce = max(r["produce"]["records_per_sec"] for r in runs)
-    best_consume = max(r["consume"]["records_per_sec"] for r in runs)
-    ok_peers = {k: v for k, v in result["peers"].items() if "error" not in v}
+
+    def best(kind: str, codec: str) -> float:
+        return max(r[kind]["records_per_sec"] for r in runs if r["compression"] == codec)
+
     out: dict[str, Any] = {
-        "rillet_best_produce_records_per_sec": best_produce,
-        "rillet_best_consume_records_per_sec": best_consume,
+        "rillet_best_produce_records_per_sec": best("produce", "none"),
+        "rillet_best_consume_records_per_sec": best("consume", "none"),
+        "rillet_best_produce_zstd_records_per_sec": best("produce", "zstd"),
+        "rillet_best_consume_zstd_records_per_sec": best("consume", "zstd"),
     }
+    ok_peers = {k: v for k, v in result["peers"].items() if "error" not in v}
     if not ok_peers:
         return out
     peer_produce = max(v["produce_records_per_sec"] for v in ok_peers.values())
     peer_consume = max(v["consume_records_per_sec"] for v in ok_peers.values())
+    produce_ratio = out["rillet_best_produce_records_per_sec"] / peer_produce
+    consume_ratio = out["rillet_best_consume_records_per_sec"] / peer_consume
     out.update(
         {
             "better_peer_produce_records_per_sec": peer_produce,
             "better_peer_consume_records_per_sec": peer_consume,
-            "produce_ratio": best_produce / peer_produce,
-            "consume_ratio": best_consume / peer_consume,
+            "produce_ratio": produce_ratio,
+            "consume_ratio": consume_ratio,
+            "produce_ratio_zstd": out["rillet_best_produce_zstd_records_per_sec"] / peer_produce,
+            "consume_ratio_zstd": out["rillet_best_consume_zstd_records_per_sec"] / peer_consume,
             "produce_target": 2.0,
             "consume_target": 1.5,
-            "produce_target_met": best_produce / peer_produce >= 2.0,
-            "consume_target_met": best_consume / peer_consume >= 1.5,
+            "produce_target_met": produce_ratio >= 2.0,
+            "consume_target_met": consume_ratio >= 1.5,
             "per_run": [
                 {
                     "partitions": r["partitions"],
@@ -328,10 +343,12 @@ def summary(result: dict[str, Any]) -> None:
           f"p99 {lat['p99_ms']} ms, p99.9 {lat['p999_ms']} ms")  # fmt: skip
     cmp = result["comparison"]
     if "produce_ratio" in cmp:
-        print(f"produce: best rillet / better peer = {cmp['produce_ratio']:.2f} (target 2.0, "
-              f"{'met' if cmp['produce_target_met'] else 'NOT met'})")  # fmt: skip
-        print(f"consume: best rillet / better peer = {cmp['consume_ratio']:.2f} (target 1.5, "
-              f"{'met' if cmp['consume_target_met'] else 'NOT met'})")  # fmt: skip
+        print(f"produce: best uncompressed rillet / better peer = {cmp['produce_ratio']:.2f} "
+              f"(target 2.0, {'met' if cmp['produce_target_met'] else 'NOT met'}); "
+              f"zstd: {cmp['produce_ratio_zstd']:.2f}")  # fmt: skip
+        print(f"consume: best uncompressed rillet / better peer = {cmp['consume_ratio']:.2f} "
+              f"(target 1.5, {'met' if cmp['consume_target_met'] else 'NOT met'}); "
+              f"zstd: {cmp['consume_ratio_zstd']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
