@@ -22,6 +22,7 @@ __all__ = [
     "SegmentInfo",
     "__version__",
     "crc32c",
+    "decode_arrow",
     "decode_batches",
     "decode_consumer_records",
     "murmur2",
@@ -198,6 +199,16 @@ def decode_consumer_records(
     start: int = 0,
     max_records: int | None = None,
 ) -> tuple[list[ConsumerRecord], int, int]: ...
+def decode_arrow(
+    data: bytes,
+    topic: str,
+    partition: int,
+    from_offset: int,
+    until_offset: int,
+    *,
+    include_headers: bool = False,
+    verify_crc: bool = True,
+) -> tuple[Any, int]: ...  # (pyarrow.RecordBatch, next_offset); pyarrow ships no stubs
 def decode_batches(
     data: bytes, *, verify_crc: bool = True, allow_partial: bool = False
 ) -> list[RecordBatch]: ...

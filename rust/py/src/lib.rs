@@ -5,6 +5,7 @@
 //! keep it, because getting it back can cost more than the call (see `gil`).
 
 mod accumulator;
+mod arrow;
 mod consumer;
 mod errors;
 mod gil;
@@ -20,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     record::register(m)?;
     accumulator::register(m)?;
     consumer::register(m)?;
+    arrow::register(m)?;
     log::register(m)?;
     io::register(m)?;
     Ok(())

@@ -23,6 +23,7 @@
 //! without recomputing it.
 
 pub mod accumulator;
+pub mod arrow;
 pub mod batch;
 pub mod builder;
 pub mod compression;
