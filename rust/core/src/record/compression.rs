@@ -8,12 +8,23 @@
 //! Decompression is bounded by [`MAX_DECOMPRESSED_BYTES`] so a small batch cannot expand
 //! into unbounded memory.
 
+use std::cell::RefCell;
 use std::io::{Read, Write};
 
 use crate::error::{Error, Result};
 
 /// Upper bound for the decompressed records of one batch.
 pub const MAX_DECOMPRESSED_BYTES: usize = 512 << 20;
+
+/// zstd level for produced batches (Kafka's default, 3).
+const ZSTD_LEVEL: i32 = 3;
+
+thread_local! {
+    static ZSTD_CCTX: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { RefCell::new(None) };
+    static ZSTD_DCTX: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> =
+        const { RefCell::new(None) };
+}
 
 const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
 const XERIAL_HEADER_LEN: usize = 16;
@@ -105,11 +116,22 @@ impl Compression {
                 enc.finish()
                     .map_err(|e| Error::corrupt(format!("lz4: {e}")))?;
             }
-            Compression::Zstd => {
-                let mut enc = zstd::stream::write::Encoder::new(out, 3).map_err(io)?;
-                enc.write_all(raw).map_err(io)?;
-                enc.finish().map_err(io)?;
-            }
+            Compression::Zstd => ZSTD_CCTX.with(|cell| {
+                // One compression context per thread: creating one per batch cost more than
+                // compressing a small batch.
+                let mut slot = cell.borrow_mut();
+                let cctx = match slot.as_mut() {
+                    Some(c) => c,
+                    None => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?),
+                };
+                let start = out.len();
+                out.resize(start + zstd::zstd_safe::compress_bound(raw.len()), 0);
+                let n = cctx
+                    .compress_to_buffer(raw, &mut out[start..])
+                    .map_err(io)?;
+                out.truncate(start + n);
+                Ok::<(), Error>(())
+            })?,
         }
         Ok(())
     }
@@ -128,10 +150,17 @@ impl Compression {
             Compression::Lz4 => {
                 read_bounded(lz4_flex::frame::FrameDecoder::new(data), out).map_err(bad)?
             }
-            Compression::Zstd => {
-                let dec = zstd::stream::read::Decoder::with_buffer(data).map_err(bad)?;
-                read_bounded(dec, out).map_err(bad)?
-            }
+            Compression::Zstd => ZSTD_DCTX.with(|cell| {
+                // One decompression context per thread, reset for each batch.
+                let mut slot = cell.borrow_mut();
+                let dctx = slot.get_or_insert_with(zstd::zstd_safe::DCtx::create);
+                dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+                    .map_err(|code| {
+                        Error::corrupt(format!("zstd: {}", zstd::zstd_safe::get_error_name(code)))
+                    })?;
+                let dec = zstd::stream::read::Decoder::with_context(data, dctx);
+                read_bounded(dec, out).map_err(bad)
+            })?,
             Compression::Snappy => snappy_decompress(data, out)?,
         }
         if out.len() > MAX_DECOMPRESSED_BYTES {
