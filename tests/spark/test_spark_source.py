@@ -1,0 +1,420 @@
+"""The ``rillet`` PySpark data source against a real broker process and a local[2] Spark:
+batch reads (schema, counts and checksums, offset and timestamp ranges, assign, headers,
+minPartitions, pushed-down filters, bad options), a restarted availableNow stream, and a
+write read back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyarrow", reason="the rillet Spark source needs pyarrow")
+pyspark = pytest.importorskip(
+    "pyspark", minversion="4.0", reason="the rillet Spark source needs PySpark >= 4.0"
+)
+
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+import rillet.spark  # noqa: E402
+from rillet.client.producer import Producer  # noqa: E402
+from rillet.spark.source import FILTER_PUSHDOWN_AVAILABLE, kafka_schema  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    # Spark's Python workers and py4j leave sockets to the garbage collector.
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+TOPIC = "orders"
+PARTITIONS = 3
+PER_PARTITION = 200
+BASE_TS = 1_700_000_000_000
+
+# (partition, offset) -> (key, value, timestamp_ms, headers)
+Expected = dict[tuple[int, int], tuple[bytes | None, bytes, int, list[tuple[str, bytes | None]]]]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    s = ServerProcess(tmp_path_factory.mktemp("spark") / "data")
+    s.start()
+    yield s
+    s.kill()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("rillet-spark-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    rillet.spark.register(session, filter_pushdown=FILTER_PUSHDOWN_AVAILABLE)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def orders(server: ServerProcess) -> Expected:
+    """PARTITIONS x PER_PARTITION records: values of varying length, a null key every 7th,
+    headers on every other record (one with a null value), timestamps 10 ms apart."""
+    server.create_topic(TOPIC, PARTITIONS)
+    expected: Expected = {}
+    with Producer(bootstrap_servers=server.bootstrap, acks="all", linger_ms=20) as p:
+        futures = []
+        for i in range(PARTITIONS * PER_PARTITION):
+            partition = i % PARTITIONS
+            key = None if i % 7 == 0 else b"key-%d" % i
+            value = b"v%d-" % i + b"x" * (i % 97)
+            ts = BASE_TS + (i // PARTITIONS) * 10
+            headers: list[tuple[str, bytes | None]] = (
+                [("h", b"%d" % i), ("null", None)] if i % 2 else []
+            )
+            f = p.send(TOPIC, value, key=key, partition=partition, timestamp_ms=ts, headers=headers)
+            futures.append((f, key, value, ts, headers))
+        p.flush()
+        for f, key, value, ts, headers in futures:
+            m = f.get(30)
+            expected[(m.partition, m.offset)] = (key, value, ts, headers)
+    return expected
+
+
+def read(spark: SparkSession, server: ServerProcess, **options: str) -> DataFrame:
+    reader = spark.read.format("rillet").option("kafka.bootstrap.servers", server.bootstrap)
+    if not {"subscribe", "assign", "subscribePattern"} & set(options):
+        reader = reader.option("subscribe", TOPIC)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def keys(df: DataFrame) -> list[tuple[int, int]]:
+    return sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+
+
+def test_schema_is_spark_kafka_sources(
+    spark: SparkSession, server: ServerProcess, orders: Expected
+) -> None:
+    assert read(spark, server).schema == kafka_schema(False)
+    with_headers = read(spark, server, includeHeaders="true").schema
+    assert with_headers == kafka_schema(True)
+    assert with_headers["headers"].dataType == ArrayType(
+        StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    )
+
+
+def test_full_scan_counts_and_checksums(
+    spark: SparkSession, server: ServerProcess, orders: Expected
+) -> None:
+    df = read(spark, server)
+    rows = df.collect()
+    assert len(rows) == len(orders)
+    got = {
+        (r.partition, r.offset): (r.key, r.value, int(r.timestamp.timestamp() * 1000)) for r in rows
+    }
+    assert got == {k: (v[0], v[1], v[2]) for k, v in orders.items()}
+    assert {r.topic for r in rows} == {TOPIC}
+    assert {r.timestampType for r in rows} == {0}
+    total = df.selectExpr("sum(length(value)) AS n").collect()[0].n
+    assert total == sum(len(v[1]) for v in orders.values())
+    per_partition = {
+        r.partition: r.n
+        for r in df.groupBy("partition").count().withColumnRenamed("count", "n").collect()
+    }
+    assert per_partition == {p: PER_PARTITION for p in range(PARTITIONS)}
+
+
+def test_offset_ranges(spark: SparkSession, server: ServerProcess, orders: Expected) -> None:
+    df = read(
+        spark,
+        server,
+        startingOffsets=json.dumps({TOPIC: {"0": 5, "1": -2, "2": 150}}),
+        endingOffsets=json.dumps({TOPIC: {"0": 20, "1": -1, "2": 151}}),
+    )
+    want = [(0, o) for o in range(5, 20)] + [(1, o) for o in range(PER_PARTITION)] + [(2, 150)]
+    assert keys(df) == want
+
+
+def test_timestamp_ranges(spark: SparkSession, server: ServerProcess, orders: Expected) -> None:
+    start, end = BASE_TS + 500, BASE_TS + 1000  # offsets 50..99 of each partition
+    want = sorted(k for k, v in orders.items() if start <= v[2] < end)
+    assert len(want) == 50 * PARTITIONS
+    df = read(spark, server, startingTimestamp=str(start), endingTimestamp=str(end))
+    assert keys(df) == want
+    by_partition = {str(p): start for p in range(PARTITIONS)}
+    by_partition["1"] = BASE_TS + 1900  # offsets 190..
+    df = read(
+        spark,
+        server,
+        startingOffsetsByTimestamp=json.dumps({TOPIC: by_partition}),
+        endingOffsetsByTimestamp=json.dumps({TOPIC: {str(p): end for p in range(PARTITIONS)}}),
+        # partition 1 starts after it ends: refused, so end it at the latest offset instead
+        endingOffsets="latest",
+    )
+    with pytest.raises(Exception, match="starting offset 190"):
+        df.collect()
+    df = read(
+        spark,
+        server,
+        startingOffsetsByTimestamp=json.dumps({TOPIC: by_partition}),
+    )
+    assert keys(df) == sorted(
+        k for k, v in orders.items() if v[2] >= (BASE_TS + 1900 if k[0] == 1 else start)
+    )
+
+
+def test_assign(spark: SparkSession, server: ServerProcess, orders: Expected) -> None:
+    df = read(spark, server, assign=json.dumps({TOPIC: [0, 2]}))
+    assert keys(df) == sorted(k for k in orders if k[0] in (0, 2))
+
+
+def test_subscribe_pattern(spark: SparkSession, server: ServerProcess, orders: Expected) -> None:
+    df = read(spark, server, subscribePattern="ord.*")
+    assert df.count() == len(orders)
+    assert read(spark, server, subscribePattern="nothing-.*").count() == 0
+
+
+def test_include_headers(spark: SparkSession, server: ServerProcess, orders: Expected) -> None:
+    rows = read(spark, server, includeHeaders="true").collect()
+    got = {(r.partition, r.offset): [(h.key, h.value) for h in r.headers or []] for r in rows}
+    assert got == {k: v[3] for k, v in orders.items()}
+
+
+def test_min_partitions_splits_ranges(
+    spark: SparkSession, server: ServerProcess, orders: Expected
+) -> None:
+    assert read(spark, server).rdd.getNumPartitions() == PARTITIONS
+    df = read(spark, server, minPartitions="10")
+    assert df.rdd.getNumPartitions() >= 10
+    assert keys(df) == sorted(orders)
+
+
+@pytest.mark.skipif(not FILTER_PUSHDOWN_AVAILABLE, reason="filter pushdown needs PySpark >= 4.1")
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "partition = 1",
+        "partition IN (0, 2) AND offset >= 17 AND offset < 40",
+        "offset = 3",
+        "offset > 190 OR partition = 0",  # not pushable: Spark evaluates it
+        "offset <= 4 AND topic = 'orders'",
+        "topic = 'other'",
+        f"timestamp >= timestamp_millis({BASE_TS + 1500}) AND partition = 2",
+        f"timestamp > timestamp_millis({BASE_TS + 1505}) AND timestamp < timestamp_millis"
+        f"({BASE_TS + 1800})",
+        f"timestamp = timestamp_millis({BASE_TS + 10})",
+    ],
+)
+def test_pushed_filters_give_the_unpushed_answer(
+    spark: SparkSession, server: ServerProcess, orders: Expected, condition: str
+) -> None:
+    pushed = keys(read(spark, server).where(condition))
+    # The same condition over the collected, unfiltered rows (no pushdown possible).
+    everything = spark.createDataFrame(read(spark, server).collect(), kafka_schema(False))
+    unpushed = keys(everything.where(condition))
+    assert pushed == unpushed
+
+
+@pytest.mark.skipif(not FILTER_PUSHDOWN_AVAILABLE, reason="filter pushdown needs PySpark >= 4.1")
+def test_pushed_filters_leave_the_plan(
+    spark: SparkSession, server: ServerProcess, orders: Expected
+) -> None:
+    df = read(spark, server).where("partition = 1 AND offset >= 10")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "= 1)" not in plan and ">= 10)" not in plan, plan
+    assert keys(df) == [(1, o) for o in range(10, PER_PARTITION)]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"subscrbe": TOPIC}, "subscrbe"),
+        ({"startingOffsets": "latest"}, "startingOffsets"),
+        ({"endingOffsets": "earliest"}, "endingOffsets"),
+        ({"startingOffsets": json.dumps({TOPIC: {"0": -1, "1": 0, "2": 0}})}, "startingOffsets"),
+        ({"endingOffsets": json.dumps({TOPIC: {"0": -2, "1": 0, "2": 0}})}, "endingOffsets"),
+        ({"startingOffsets": json.dumps({TOPIC: {"0": 0}})}, "startingOffsets"),
+        ({"startingOffsets": "{not json"}, "startingOffsets"),
+        ({"minPartitions": "zero"}, "minPartitions"),
+        ({"includeHeaders": "yes"}, "includeHeaders"),
+        ({"failOnDataLoss": "maybe"}, "failOnDataLoss"),
+        ({"assign": json.dumps({TOPIC: [0]}), "subscribe": TOPIC}, "subscribe"),
+        ({"assign": json.dumps({TOPIC: [7]})}, "assign"),
+        ({"subscribePattern": "(unclosed"}, "subscribePattern"),
+        ({"startingTimestamp": str(BASE_TS + 10**9)}, "startingTimestamp"),
+    ],
+)
+def test_bad_option_names_it(
+    spark: SparkSession,
+    server: ServerProcess,
+    orders: Expected,
+    options: dict[str, str],
+    named: str,
+) -> None:
+    with pytest.raises(Exception, match=f"option '{named}'"):
+        read(spark, server, **options).collect()
+
+
+def test_missing_bootstrap_names_it(spark: SparkSession) -> None:
+    with pytest.raises(Exception, match=r"option 'kafka\.bootstrap\.servers'"):
+        spark.read.format("rillet").option("subscribe", TOPIC).load().collect()
+
+
+def test_data_loss_past_the_end_fails_unless_told_not_to(
+    spark: SparkSession, server: ServerProcess, orders: Expected
+) -> None:
+    ending = json.dumps({TOPIC: {"0": PER_PARTITION + 5, "1": 1, "2": 1}})
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        read(spark, server, endingOffsets=ending).collect()
+    df = read(spark, server, endingOffsets=ending, failOnDataLoss="false")
+    assert df.count() == PER_PARTITION + 2
+
+
+def _produce(server: ServerProcess, topic: str, start: int, n: int, partitions: int) -> None:
+    with Producer(bootstrap_servers=server.bootstrap, acks="all") as p:
+        for i in range(start, start + n):
+            p.send(topic, b"s%d" % i, partition=i % partitions)
+        p.flush()
+
+
+def _run_available_now(
+    spark: SparkSession,
+    server: ServerProcess,
+    topic: str,
+    out: Path,
+    checkpoint: Path,
+    **options: str,
+) -> None:
+    reader = (
+        spark.readStream.format("rillet")
+        .option("kafka.bootstrap.servers", server.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (
+        reader.load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(120)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+
+
+def test_stream_available_now_restarted_from_checkpoint_sees_every_record_once(
+    spark: SparkSession, server: ServerProcess, tmp_path: Path
+) -> None:
+    topic = "stream"
+    server.create_topic(topic, 2)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    _produce(server, topic, 0, 300, 2)
+    _run_available_now(spark, server, topic, out, checkpoint)
+    first = spark.read.parquet(str(out)).collect()
+    assert len(first) == 300
+    _produce(server, topic, 300, 250, 2)
+    _run_available_now(spark, server, topic, out, checkpoint)
+    _run_available_now(spark, server, topic, out, checkpoint)  # nothing new: no batch
+    rows = spark.read.parquet(str(out)).collect()
+    got = sorted((r.partition, r.offset, r.value) for r in rows)
+    assert len(got) == len(set(got)) == 550
+    want = sorted((i % 2, i // 2, f"s{i}") for i in range(550))
+    assert got == want
+
+
+def test_write_reads_back_identically(spark: SparkSession, server: ServerProcess) -> None:
+    topic = "written"
+    server.create_topic(topic, 2)
+    rows: list[tuple[Any, ...]] = [
+        (
+            None if i % 5 == 0 else f"k{i}",
+            b"value-%d" % i * (i % 4 + 1),
+            i % 2,
+            [("n", b"%d" % i)] if i % 3 else [],
+        )
+        for i in range(400)
+    ]
+    schema = StructType(
+        [
+            StructField("key", StringType()),
+            StructField("value", BinaryType()),
+            StructField("partition", IntegerType()),
+            StructField(
+                "headers",
+                ArrayType(
+                    StructType(
+                        [StructField("key", StringType()), StructField("value", BinaryType())]
+                    )
+                ),
+            ),
+        ]
+    )
+    df = spark.createDataFrame(rows, schema).repartition(3)
+    (
+        df.write.format("rillet")
+        .option("kafka.bootstrap.servers", server.bootstrap)
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
+    back = read(spark, server, subscribe=topic, includeHeaders="true").collect()
+    got = [
+        (
+            None if r.key is None else r.key.decode(),
+            bytes(r.value),
+            r.partition,
+            [(h.key, bytes(h.value)) for h in r.headers or []],
+        )
+        for r in back
+    ]
+
+    def sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (row[0] or "", row[1], row[2])
+
+    assert sorted(got, key=sort_key) == sorted(
+        [(k, v, p, list(h)) for k, v, p, h in rows], key=sort_key
+    )
+    # Per partition, one task's records keep their order: offsets are dense.
+    for p in (0, 1):
+        assert sorted(r.offset for r in back if r.partition == p) == list(range(200))
+
+
+def test_write_without_value_or_topic_is_refused(
+    spark: SparkSession, server: ServerProcess
+) -> None:
+    df = spark.createDataFrame([("a",)], "key STRING")
+    with pytest.raises(Exception, match="'value'"):
+        df.write.format("rillet").option("kafka.bootstrap.servers", server.bootstrap).option(
+            "topic", "t"
+        ).mode("append").save()
+    df = spark.createDataFrame([("a",)], "value STRING")
+    with pytest.raises(Exception, match="option 'topic'"):
+        df.write.format("rillet").option("kafka.bootstrap.servers", server.bootstrap).mode(
+            "append"
+        ).save()
