@@ -6,6 +6,7 @@ write read back."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -418,3 +419,115 @@ def test_write_without_value_or_topic_is_refused(
         df.write.format("rillet").option("kafka.bootstrap.servers", server.bootstrap).mode(
             "append"
         ).save()
+
+
+def _wait_for_rows(query: Any, n: int, timeout_s: float = 90) -> list[int]:
+    """Batch sizes of ``query`` once it has read ``n`` rows in all."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert query.exception() is None, query.exception()
+        sizes = [p["numInputRows"] for p in query.recentProgress]
+        if sum(sizes) >= n:
+            return sizes
+        time.sleep(0.2)
+    raise AssertionError(f"the query read {sum(sizes)} of {n} rows in {timeout_s} s")
+
+
+def test_stream_max_offsets_per_trigger_and_restart(
+    spark: SparkSession, server: ServerProcess, tmp_path: Path
+) -> None:
+    topic = "capped"
+    server.create_topic(topic, 3)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def start() -> Any:
+        return (
+            spark.readStream.format("rillet")
+            .option("kafka.bootstrap.servers", server.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "100")
+            .load()
+            .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+
+    _produce(server, topic, 0, 450, 3)
+    query = start()
+    try:
+        sizes = _wait_for_rows(query, 450)
+    finally:
+        query.stop()
+    assert max(sizes) <= 100 and sum(sizes) == 450, sizes
+    _produce(server, topic, 450, 330, 3)
+    query = start()
+    try:
+        sizes = _wait_for_rows(query, 330)
+    finally:
+        query.stop()
+    assert max(sizes) <= 100 and sum(sizes) == 330, sizes
+    got = sorted((r.partition, r.offset, r.value) for r in spark.read.parquet(str(out)).collect())
+    assert got == sorted((i % 3, i // 3, f"s{i}") for i in range(780))
+
+
+def test_stream_starts_at_latest_by_default(
+    spark: SparkSession, server: ServerProcess, tmp_path: Path
+) -> None:
+    topic = "from-latest"
+    server.create_topic(topic, 2)
+    _produce(server, topic, 0, 40, 2)
+    query = (
+        spark.readStream.format("rillet")
+        .option("kafka.bootstrap.servers", server.bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .writeStream.format("memory")
+        .queryName("from_latest")
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not query.recentProgress and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _produce(server, topic, 40, 10, 2)
+        _wait_for_rows(query, 10)
+    finally:
+        query.stop()
+    values = sorted(r.value for r in spark.sql("SELECT value FROM from_latest").collect())
+    assert values == sorted(f"s{i}" for i in range(40, 50))
+
+
+def test_stream_write_copies_a_topic(
+    spark: SparkSession, server: ServerProcess, tmp_path: Path
+) -> None:
+    server.create_topic("copy-src", 2)
+    server.create_topic("copy-dst", 1)
+    _produce(server, "copy-src", 0, 120, 2)
+    query = (
+        spark.readStream.format("rillet")
+        .option("kafka.bootstrap.servers", server.bootstrap)
+        .option("subscribe", "copy-src")
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load()
+        .selectExpr("key", "value", "headers")
+        .writeStream.format("rillet")
+        .option("kafka.bootstrap.servers", server.bootstrap)
+        .option("topic", "copy-dst")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(120)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    values = sorted(bytes(r.value) for r in read(spark, server, subscribe="copy-dst").collect())
+    assert values == sorted(b"s%d" % i for i in range(120))

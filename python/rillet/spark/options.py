@@ -365,7 +365,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     opts = _lower(options)
     producer: list[tuple[str, str]] = []
     for key, value in opts.items():
-        if key in (*_BOOTSTRAP, "topic"):
+        if key in (*_BOOTSTRAP, "topic", "checkpointlocation"):  # Spark passes the last on
             continue
         if key.startswith("kafka."):
             name = key.removeprefix("kafka.")

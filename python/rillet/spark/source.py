@@ -290,31 +290,47 @@ class RilletStreamReader(DataSourceStreamReader):
     a query restarted from its checkpoint re-reads nothing and skips nothing.
 
     ``maxOffsetsPerTrigger`` caps each batch at that many offsets (split over partitions in
-    proportion to their backlog). PySpark's Python stream reader API gives ``latestOffset()``
-    no start offset, so the cap is taken from the end this reader handed out last; the first
-    batch after a restart from a checkpoint is not capped."""
+    proportion to their backlog). PySpark's Python stream reader API (4.0, 4.1) has no
+    admission control: ``latestOffset()`` gets no start offset, so the cap is counted from
+    the end of the batch Spark planned last (``partitions()``, which Spark calls first when a
+    query restarts from its checkpoint) or, in a fresh query, from the starting offsets.
+    With ``trigger(availableNow=True)`` Spark asks for ``latestOffset()`` once, so a capped
+    run reads one batch and the next run goes on from there."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._last_end: PartitionOffsets | None = None
+        self._start: PartitionOffsets | None = None
+
+    def _starting_offsets(self) -> PartitionOffsets:
+        """Resolved once per reader: Spark asks for ``latestOffset()`` before
+        ``initialOffset()``, and with ``latest`` (the default) both must agree."""
+        if self._start is None:
+            opts = self.opts
+            with open_consumer(opts) as consumer:
+                tps = topic_partitions(consumer, opts)
+                self._start = resolve_offsets(
+                    consumer,
+                    tps,
+                    opts.starting,
+                    option=_option_name(opts.starting.kind, "starting"),
+                    starting=True,
+                    by_timestamp_strategy=opts.starting_by_timestamp_strategy,
+                )
+        return dict(self._start)
 
     def initialOffset(self) -> dict[str, Any]:
-        opts = self.opts
-        with open_consumer(opts) as consumer:
-            tps = topic_partitions(consumer, opts)
-            start = resolve_offsets(
-                consumer,
-                tps,
-                opts.starting,
-                option=_option_name(opts.starting.kind, "starting"),
-                starting=True,
-                by_timestamp_strategy=opts.starting_by_timestamp_strategy,
-            )
-        self._last_end = dict(start)
+        start = self._starting_offsets()
+        if self._last_end is None:
+            self._last_end = dict(start)
         return offsets_to_json(start)
 
     def latestOffset(self) -> dict[str, Any]:
         opts = self.opts
+        if self._last_end is None:
+            # A fresh query (a restarted one has called partitions() already): its first
+            # batch starts at the starting offsets, which Spark asks for after this call.
+            self._last_end = self._starting_offsets()
         with open_consumer(opts) as consumer:
             tps = topic_partitions(consumer, opts)
             latest = consumer.end_offsets(tps) if tps else {}
