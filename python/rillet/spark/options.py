@@ -347,9 +347,8 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         subscribe_pattern=pattern,
         assign=assign,
         starting=_offset_spec(opts, "starting", "latest" if streaming else "earliest", streaming),
-        ending=OffsetSpec("latest")
-        if streaming
-        else _offset_spec(opts, "ending", "latest", streaming),
+        # Streaming: refuses every ending option, else the end is always "latest".
+        ending=_offset_spec(opts, "ending", "latest", streaming),
         starting_by_timestamp_strategy=strategy,
         include_headers=_bool(opts, "includeHeaders", False),
         min_partitions=_positive_int(opts, "minPartitions"),
