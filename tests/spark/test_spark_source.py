@@ -29,8 +29,10 @@ from pyspark.sql.types import (  # noqa: E402
 )
 
 import rillet.spark  # noqa: E402
+from rillet.client.consumer import Consumer  # noqa: E402
 from rillet.client.producer import Producer  # noqa: E402
 from rillet.spark.source import FILTER_PUSHDOWN_AVAILABLE, kafka_schema  # noqa: E402
+from rillet.types import TopicPartition  # noqa: E402
 from tests.support.server_process import ServerProcess  # noqa: E402
 
 pytestmark = [
@@ -49,9 +51,16 @@ BASE_TS = 1_700_000_000_000
 Expected = dict[tuple[int, int], tuple[bytes | None, bytes, int, list[tuple[str, bytes | None]]]]
 
 
+class _QuickRetentionServer(ServerProcess):
+    """Retention checked every 200 ms, for the data loss test's topic."""
+
+    def argv(self) -> list[str]:
+        return [*super().argv(), "--override", "log.retention.check.interval.ms=200"]
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path_factory.mktemp("spark") / "data")
+    s = _QuickRetentionServer(tmp_path_factory.mktemp("spark") / "data")
     s.start()
     yield s
     s.kill()
@@ -78,7 +87,8 @@ def spark() -> Iterator[SparkSession]:
 def orders(server: ServerProcess) -> Expected:
     """PARTITIONS x PER_PARTITION records: values of varying length, a null key every 7th,
     headers on every other record (one with a null value), timestamps 10 ms apart."""
-    server.create_topic(TOPIC, PARTITIONS)
+    # Old timestamps: keep them from time-based retention.
+    server.create_topic(TOPIC, PARTITIONS, **{"retention.ms": "-1"})
     expected: Expected = {}
     with Producer(bootstrap_servers=server.bootstrap, acks="all", linger_ms=20) as p:
         futures = []
@@ -288,6 +298,30 @@ def test_data_loss_past_the_end_fails_unless_told_not_to(
         read(spark, server, endingOffsets=ending).collect()
     df = read(spark, server, endingOffsets=ending, failOnDataLoss="false")
     assert df.count() == PER_PARTITION + 2
+
+
+def test_data_deleted_by_retention_fails_unless_told_not_to(
+    spark: SparkSession, server: ServerProcess
+) -> None:
+    topic = "shrinking"
+    server.create_topic(topic, 1, **{"segment.bytes": "1024", "retention.bytes": "1024"})
+    with Producer(bootstrap_servers=server.bootstrap, acks="all", linger_ms=0) as p:
+        for i in range(300):
+            p.send(topic, b"r%03d-" % i + b"x" * 60, partition=0).get(30)
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=server.bootstrap) as c:
+        deadline = time.monotonic() + 30
+        while c.beginning_offsets([tp])[tp] == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log_start = c.beginning_offsets([tp])[tp]
+    assert 0 < log_start < 300
+    from_zero = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        read(spark, server, subscribe=topic, startingOffsets=from_zero).collect()
+    df = read(spark, server, subscribe=topic, startingOffsets=from_zero, failOnDataLoss="false")
+    offsets = sorted(r.offset for r in df.select("offset").collect())
+    assert offsets == list(range(offsets[0], 300)) and offsets[0] >= log_start
+    assert read(spark, server, subscribe=topic).count() == 300 - offsets[0]
 
 
 def _produce(server: ServerProcess, topic: str, start: int, n: int, partitions: int) -> None:
