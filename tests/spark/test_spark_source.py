@@ -565,3 +565,29 @@ def test_stream_write_copies_a_topic(
         query.stop()
     values = sorted(bytes(r.value) for r in read(spark, server, subscribe="copy-dst").collect())
     assert values == sorted(b"s%d" % i for i in range(120))
+
+
+def test_write_failure_fails_the_task_with_a_clear_message(
+    spark: SparkSession, server: ServerProcess
+) -> None:
+    server.create_topic("two-partitions", 2)
+    df = spark.createDataFrame([("v", 0), ("w", 5)], "value STRING, partition INT")
+    with pytest.raises(Exception, match=r"rillet sink: sending a record to topic 'two-partitions'"):
+        (
+            df.write.format("rillet")
+            .option("kafka.bootstrap.servers", server.bootstrap)
+            .option("topic", "two-partitions")
+            .mode("append")
+            .save()
+        )
+
+
+def test_registered_without_pushdown_gives_the_same_answer(
+    spark: SparkSession, server: ServerProcess, orders: Expected
+) -> None:
+    rillet.spark.register(spark, filter_pushdown=False)
+    try:
+        df = read(spark, server).where("partition = 1 AND offset >= 190")
+        assert keys(df) == [(1, o) for o in range(190, PER_PARTITION)]
+    finally:
+        rillet.spark.register(spark, filter_pushdown=FILTER_PUSHDOWN_AVAILABLE)
