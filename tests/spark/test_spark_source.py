@@ -6,6 +6,8 @@ write read back."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -591,3 +593,27 @@ def test_registered_without_pushdown_gives_the_same_answer(
         assert keys(df) == [(1, o) for o in range(190, PER_PARTITION)]
     finally:
         rillet.spark.register(spark, filter_pushdown=FILTER_PUSHDOWN_AVAILABLE)
+
+
+def test_pyspark_finds_the_source_without_register(
+    server: ServerProcess, orders: Expected, tmp_path: Path
+) -> None:
+    # A fresh Spark (its own process) that never calls rillet.spark.register: PySpark looks
+    # up the DefaultSource of the top-level pyspark_rillet module by itself.
+    script = tmp_path / "auto.py"
+    script.write_text(
+        "import sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]')"
+        ".config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "df = (spark.read.format('rillet')\n"
+        f"      .option('kafka.bootstrap.servers', '{server.bootstrap}')\n"
+        f"      .option('subscribe', '{TOPIC}').load())\n"
+        "print('COUNT', df.count())\n"
+        "spark.stop()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"COUNT {len(orders)}" in done.stdout
