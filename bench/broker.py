@@ -33,21 +33,18 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import peers
 
-from rillet.protocol import admin_pb2, admin_pb2_grpc
+from tests.support.server_process import ServerProcess as Broker
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MB = 1e6
@@ -59,63 +56,6 @@ PRODUCER_PROPS = ["acks=1", "batch.size=262144", "linger.ms=5", "buffer.memory=6
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Broker:
-    """A ``rillet server start`` process on free ports with its data in ``workdir``."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.cport = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = workdir / "server.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"localhost:{self.port}"
-
-    def start(self) -> None:
-        argv = [sys.executable, "-m", "rillet.cli.main", "server", "start",
-                "--data-dir", str(self.workdir / "data"),
-                "--override", f"listeners=PLAINTEXT://localhost:{self.port},"
-                f"CONTROLLER://localhost:{self.cport}",
-                "--override", f"advertised.listeners=PLAINTEXT://localhost:{self.port}",
-                "--override", f"controller.quorum.voters=1@localhost:{self.cport}"]  # fmt: skip
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited: {self.log_path.read_text()}")
-            if "started (cluster id" in self.log_path.read_text(errors="replace"):
-                return
-            time.sleep(0.1)
-        raise RuntimeError("broker did not start")
-
-    def create_topic(self, name: str, partitions: int) -> None:
-        with grpc.insecure_channel(self.bootstrap) as ch:
-            r = admin_pb2_grpc.AdminServiceStub(ch).CreateTopics(
-                admin_pb2.CreateTopicsRequest(
-                    topics=[
-                        admin_pb2.CreateTopicsRequest.Topic(name=name, num_partitions=partitions)
-                    ]
-                ),
-                timeout=30,
-            )
-        if r.topics[0].error_code:
-            raise RuntimeError(r.topics[0].error_message)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(60)
 
 
 def rillet(*args: str) -> list[str]:
@@ -160,8 +100,8 @@ def consume(broker: Broker, topic: str, records: int, size: int, work: Path) -> 
 
 
 def run_rillet(records: int, size: int, work: Path) -> dict[str, Any]:
-    broker = Broker(work / "rillet")
     (work / "rillet").mkdir()
+    broker = Broker(work / "rillet" / "data")
     broker.start()
     out: dict[str, Any] = {"runs": []}
     try:

@@ -73,7 +73,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "spark.json")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rillet-spark-bench-"))
-    broker = Broker(work)
+    broker = Broker(work / "data")
     broker.start()
     spark = (
         SparkSession.builder.master(args.master)

@@ -13,7 +13,7 @@ from rillet import BatchBuilder, decode_batches
 from rillet._core import decode_arrow
 from rillet.errors import CorruptRecordError
 
-pa = pytest.importorskip("pyarrow")
+pa = pytest.importorskip("pyarrow", reason="decode_arrow returns pyarrow batches")
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 END = 2**63 - 1
@@ -158,8 +158,10 @@ def test_schema_is_sparks_kafka_schema(include_headers: bool) -> None:
 
 
 def test_schema_matches_pysparks_arrow_conversion() -> None:
-    types = pytest.importorskip("pyspark.sql.types")
-    spark_types = pytest.importorskip("pyspark.sql.pandas.types")
+    types = pytest.importorskip("pyspark.sql.types", reason="compares with PySpark's schema")
+    spark_types = pytest.importorskip(
+        "pyspark.sql.pandas.types", reason="compares with PySpark's schema"
+    )
     fields = [
         types.StructField("key", types.BinaryType()),
         types.StructField("value", types.BinaryType()),
