@@ -1,17 +1,19 @@
 """Typed stubs for the native module ``rillet._core`` (checked with ``mypy.stubtest``)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from typing_extensions import Buffer
 
 __all__ = [
     "BatchBuilder",
+    "ClosedBatch",
     "ConsumerRecord",
     "FetchDataInfo",
     "FileRegion",
+    "FutureRecordMetadata",
     "Log",
     "LogAppendInfo",
     "LogConfig",
@@ -25,6 +27,7 @@ __all__ = [
     "decode_arrow",
     "decode_batches",
     "decode_consumer_records",
+    "encode_produce_request",
     "murmur2",
     "partition_for_key",
     "read_offset_checkpoint",
@@ -124,35 +127,102 @@ class RecordBatch:
     def records(self) -> list[Record]: ...
 
 @final
+@final
+class ClosedBatch:
+    """A closed record batch from ``RecordAccumulator.drain``; ``bytes(batch)`` copies it."""
+
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
+
+@final
+class FutureRecordMetadata:
+    def __new__(
+        cls,
+        produce_result: Any,
+        relative_offset: int,
+        timestamp: int,
+        serialized_key_size: int,
+        serialized_value_size: int,
+        serialized_header_size: int,
+    ) -> FutureRecordMetadata: ...
+    @property
+    def produce_result(self) -> Any: ...
+    @property
+    def relative_offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def serialized_key_size(self) -> int: ...
+    @property
+    def serialized_value_size(self) -> int: ...
+    @property
+    def serialized_header_size(self) -> int: ...
+    @property
+    def is_done(self) -> bool: ...
+    def succeeded(self) -> bool: ...
+    def failed(self) -> bool: ...
+    @property
+    def exception(self) -> BaseException | None: ...
+    @property
+    def value(self) -> Any: ...
+    def get(self, timeout: float | None = None) -> Any: ...
+    def add_callback(
+        self, f: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> FutureRecordMetadata: ...
+    def add_errback(
+        self, f: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> FutureRecordMetadata: ...
+
+@final
 class RecordAccumulator:
+    NEEDS_METADATA: ClassVar[int]
+    BUFFER_FULL: ClassVar[int]
     def __new__(
         cls,
         *,
+        batch_result: Callable[[Any], Any],
+        on_batch_ready: Callable[[], object] | None = None,
         batch_size: int = 16384,
         linger_ms: int = 5,
         buffer_memory: int = 33554432,
         compression: str = "none",
+        partitioner: str = "default",
+        max_request_size: int = 1048576,
+        seed: int | None = None,
     ) -> RecordAccumulator: ...
-    def append(
+    def set_topic(
+        self, topic: str, partitions: Sequence[tuple[int, Any]], expires_ms: int
+    ) -> None: ...
+    def forget_topic(self, topic: str) -> None: ...
+    def partitions(self, topic: str) -> list[int] | None: ...
+    def send(
         self,
-        partition: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
+        topic: str,
+        key: Buffer | None,
+        value: Buffer | None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
-        *,
-        now_ms: int,
-    ) -> tuple[int, int, bool, bool] | None: ...
-    def ready(self, now_ms: int, flush: bool = False) -> tuple[list[int], int | None]: ...
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> FutureRecordMetadata | int: ...
+    def ready(
+        self, now_ms: int | None = None, flush: bool = False
+    ) -> tuple[list[int], int | None]: ...
     def drain(
-        self, partitions: Sequence[int], max_bytes: int
-    ) -> list[tuple[int, int, bytes, int, int]]: ...
+        self, slots: Sequence[int], max_bytes: int
+    ) -> list[tuple[int, Any, Any, ClosedBatch | BaseException, int, int, int]]: ...
     def release(self, reserved: int) -> None: ...
-    def abort_all(self) -> list[int]: ...
+    def abort_all(self) -> list[Any]: ...
     @property
     def used_memory(self) -> int: ...
     @property
     def pending_batches(self) -> int: ...
+
+def encode_produce_request(
+    acks: int,
+    timeout_ms: int,
+    topics: Sequence[tuple[str, Sequence[tuple[int, ClosedBatch]]]],
+    transactional_id: str | None = None,
+) -> bytes: ...
 
 @final
 class ConsumerRecord:

@@ -245,6 +245,7 @@ def _send_all(
     last: ProduceRequestResult | None = None
     batch = _Batch()
     single = values[0] if len(values) == 1 else None
+    throttle = throttler.throttle if args.throughput > 0 else None
     for i in range(args.num_records):
         value = single if single is not None else values[rng.randrange(len(values))]
         now = clock()
@@ -257,9 +258,10 @@ def _send_all(
             last = result
         batch.sent.append(now)
         batch.nbytes += len(value)
-        if i % 1024 == 0:
+        if not i & 1023:
             stats.maybe_print_window(now)
-        throttler.throttle(i + 1, now)
+        if throttle is not None:
+            throttle(i + 1, now)
     producer.flush()
     out = stats.summary(clock())
     out["errors"] = len(errors)

@@ -24,7 +24,7 @@ GRPC_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_send_message_length", 128 << 20),
     ("grpc.max_receive_message_length", 128 << 20),
     ("grpc.http2.lookahead_bytes", 16 << 20),
-    ("grpc.http2.max_frame_size", 16 << 20 - 1),
+    ("grpc.http2.max_frame_size", (16 << 20) - 1),
     ("grpc.http2.bdp_probe", 1),
     ("grpc.keepalive_time_ms", 30_000),
 ]

@@ -1,4 +1,10 @@
-"""Futures for sent records, as kafka-python's ``FutureRecordMetadata``."""
+"""Futures for sent records, as kafka-python's ``FutureRecordMetadata``.
+
+A record's future (:class:`rillet._core.FutureRecordMetadata`, made in Rust by the
+accumulator, one per record) holds what is particular to the record; its batch's
+:class:`ProduceRequestResult`, shared by every record of the batch, holds the outcome and
+runs the callbacks. One event per batch rather than one per record keeps ``send()`` cheap.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from rillet._core import FutureRecordMetadata
 from rillet.errors import KafkaError, KafkaTimeoutError
 from rillet.types import TopicPartition
 
@@ -29,10 +36,14 @@ class RecordMetadata(NamedTuple):
     serialized_header_size: int
 
 
+# A callback waiting for a batch: (the record's future, fn, args, kwargs, is an errback).
+_Listener = tuple[FutureRecordMetadata, Callable[..., Any], tuple[Any, ...], dict[str, Any], bool]
+
+
 class ProduceRequestResult:
     """The outcome of one batch, shared by the futures of all its records (as Kafka's
-    ``ProduceRequestResult``): one event per batch rather than one per record keeps
-    ``send()`` cheap. Completed once by the sender thread."""
+    ``ProduceRequestResult``). Completed once, by the producer's sender thread; callbacks
+    added before that run on the completing thread, later ones at once on the caller's."""
 
     __slots__ = (
         "_done",
@@ -54,9 +65,9 @@ class ProduceRequestResult:
         self.log_append_time = -1
         self.log_start_offset = -1
         self.error: BaseException | None = None
+        # The batch's futures, kept only when interceptors need each record's metadata.
         self.futures: list[FutureRecordMetadata] = []
-        # Futures with callbacks or errbacks waiting for this result.
-        self.listeners: list[FutureRecordMetadata] = []
+        self.listeners: list[_Listener] = []
 
     @property
     def is_done(self) -> bool:
@@ -82,154 +93,75 @@ class ProduceRequestResult:
             self.error = error
             self._done.set()
             listeners, self.listeners = self.listeners, []
-        for f in listeners:
-            f._fire()
+        for future, fn, args, kwargs, errback in listeners:
+            self._run(future, fn, args, kwargs, errback)
 
+    # -- what FutureRecordMetadata hands over ----------------------------------------------
 
-class FutureRecordMetadata:
-    """One sent record's future; ``get()`` blocks until its batch is acknowledged."""
-
-    __slots__ = (
-        "_callbacks",
-        "_errbacks",
-        "_result",
-        "relative_offset",
-        "serialized_header_size",
-        "serialized_key_size",
-        "serialized_value_size",
-        "timestamp",
-    )
-
-    def __init__(
-        self,
-        result: ProduceRequestResult,
-        relative_offset: int,
-        timestamp: int,
-        serialized_key_size: int,
-        serialized_value_size: int,
-        serialized_header_size: int,
-    ) -> None:
-        self._result = result
-        self.relative_offset = relative_offset
-        self.timestamp = timestamp
-        self.serialized_key_size = serialized_key_size
-        self.serialized_value_size = serialized_value_size
-        self.serialized_header_size = serialized_header_size
-        self._callbacks: list[Callable[[RecordMetadata], Any]] | None = None
-        self._errbacks: list[Callable[[BaseException], Any]] | None = None
-
-    @property
-    def is_done(self) -> bool:
-        return self._result.is_done
-
-    @property
-    def produce_result(self) -> ProduceRequestResult:
-        """The outcome shared by every record of this record's batch."""
-        return self._result
-
-    def succeeded(self) -> bool:
-        return self.is_done and self._result.error is None
-
-    def failed(self) -> bool:
-        return self.is_done and self._result.error is not None
-
-    @property
-    def exception(self) -> BaseException | None:
-        return self._result.error if self.is_done else None
-
-    @property
-    def value(self) -> RecordMetadata | None:
-        r = self._result
-        if not r.is_done or r.error is not None:
+    def metadata_for(self, future: FutureRecordMetadata) -> RecordMetadata | None:
+        """``future``'s record metadata once the batch is acknowledged, else None."""
+        if not self._done.is_set() or self.error is not None:
             return None
-        tp = r.topic_partition
+        tp = self.topic_partition
         return RecordMetadata(
             tp.topic,
             tp.partition,
             tp,
-            r.base_offset + self.relative_offset if r.base_offset >= 0 else -1,
-            r.log_append_time if r.log_append_time >= 0 else self.timestamp,
-            r.log_start_offset,
-            self.serialized_key_size,
-            self.serialized_value_size,
-            self.serialized_header_size,
+            self.base_offset + future.relative_offset if self.base_offset >= 0 else -1,
+            self.log_append_time if self.log_append_time >= 0 else future.timestamp,
+            self.log_start_offset,
+            future.serialized_key_size,
+            future.serialized_value_size,
+            future.serialized_header_size,
         )
 
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        """The record's metadata; raises the send's error, or KafkaTimeoutError."""
-        if not self._result.wait(timeout):
+    def get_for(self, future: FutureRecordMetadata, timeout: float | None) -> RecordMetadata:
+        if not self._done.wait(timeout):
             raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
-        if self._result.error is not None:
-            raise self._result.error
-        value = self.value
+        if self.error is not None:
+            raise self.error
+        value = self.metadata_for(future)
         assert value is not None
         return value
 
     def add_callback(
-        self, fn: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> FutureRecordMetadata:
-        """Call ``fn(*args, metadata, **kwargs)`` on success (at once if already done)."""
-
-        def cb(value: RecordMetadata) -> Any:
-            return fn(*args, value, **kwargs)
-
-        if self._listen(cb, None):
-            return self
-        if self._result.error is None:
-            value = self.value
-            assert value is not None
-            self._call(cb, value)
-        return self
+        self,
+        future: FutureRecordMetadata,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+    ) -> None:
+        self._listen((future, fn, args, kwargs or {}, False))
 
     def add_errback(
-        self, fn: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> FutureRecordMetadata:
-        """Call ``fn(*args, exception, **kwargs)`` on failure (at once if already failed)."""
-
-        def eb(exc: BaseException) -> Any:
-            return fn(*args, exc, **kwargs)
-
-        if self._listen(None, eb):
-            return self
-        if self._result.error is not None:
-            self._call(eb, self._result.error)
-        return self
-
-    def _listen(
         self,
-        cb: Callable[[RecordMetadata], Any] | None,
-        eb: Callable[[BaseException], Any] | None,
-    ) -> bool:
-        """Queue a callback or errback until the batch completes; False when it is already
-        done (the caller runs it at once)."""
-        r = self._result
-        with r._lock:
-            if r.is_done:
-                return False
-            if self._callbacks is None and self._errbacks is None:
-                r.listeners.append(self)
-            if cb is not None:
-                self._callbacks = [*(self._callbacks or ()), cb]
-            if eb is not None:
-                self._errbacks = [*(self._errbacks or ()), eb]
-            return True
+        future: FutureRecordMetadata,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+    ) -> None:
+        self._listen((future, fn, args, kwargs or {}, True))
 
-    def _fire(self) -> None:
-        error = self._result.error
-        if error is None:
-            value = self.value
-            assert value is not None
-            for cb in self._callbacks or ():
-                self._call(cb, value)
-        else:
-            for eb in self._errbacks or ():
-                self._call(eb, error)
-        self._callbacks = self._errbacks = None
+    def _listen(self, listener: _Listener) -> None:
+        with self._lock:
+            if not self._done.is_set():
+                self.listeners.append(listener)
+                return
+        self._run(*listener)
 
-    @staticmethod
-    def _call(fn: Callable[[Any], Any], arg: Any) -> None:
+    def _run(
+        self,
+        future: FutureRecordMetadata,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        errback: bool,
+    ) -> None:
+        if errback != (self.error is not None):
+            return
+        arg = self.error if errback else self.metadata_for(future)
         try:
-            fn(arg)
+            fn(*args, arg, **kwargs)
         except Exception:
             # A user callback's failure must not kill the sender thread.
             _log.exception("error in a producer callback")

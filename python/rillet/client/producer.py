@@ -1,8 +1,9 @@
 """Producer, shaped like kafka-python's ``KafkaProducer``.
 
-``send()`` serializes the record, picks its partition, and appends it to the Rust
-:class:`~rillet._core.RecordAccumulator`, which batches per partition by ``batch_size`` and
-``linger_ms`` within ``buffer_memory``; it returns a future at once. A sender thread drains
+``send()`` serializes the record and hands it to the Rust
+:class:`~rillet._core.RecordAccumulator` in one call, which picks its partition (Kafka's
+partitioners), appends it to that partition's batch (closed by ``batch_size`` and
+``linger_ms``, within ``buffer_memory``) and makes its future. A sender thread drains
 ready batches, groups them by leader and sends one ProduceRequest per broker, completes the
 futures, and retries retriable errors (refreshing metadata on leadership errors) until
 ``delivery_timeout_ms``.
@@ -14,17 +15,16 @@ import contextlib
 import functools
 import json
 import logging
-import random
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from rillet._core import RecordAccumulator, partition_for_key
+from rillet._core import ClosedBatch, RecordAccumulator, encode_produce_request
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.futures import FutureRecordMetadata, ProduceRequestResult
@@ -33,11 +33,10 @@ from rillet.errors import (
     KafkaError,
     KafkaTimeoutError,
     NotLeaderOrFollowerError,
-    RecordTooLargeError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from rillet.protocol import produce_pb2, produce_pb2_grpc
+from rillet.protocol import produce_pb2
 from rillet.types import TopicPartition
 
 __all__ = ["Producer"]
@@ -46,6 +45,12 @@ _log = logging.getLogger(__name__)
 
 Serializer = Callable[[Any], bytes | None]
 Partitioner = Callable[[bytes | None, list[int], list[int]], int]
+
+PRODUCE_METHOD = "/rillet.v1.ProduceService/Produce"
+if TYPE_CHECKING:
+    _ProduceCall = grpc.UnaryUnaryMultiCallable[bytes, produce_pb2.ProduceResponse]
+
+_PARTITIONERS = ("default", "murmur2", "sticky", "round_robin", "random")
 
 _BUILTIN_SERIALIZERS: dict[str, Serializer] = {
     "bytes": lambda v: v,
@@ -59,40 +64,21 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _as_bytes(b: Any, what: str) -> bytes | None:
-    if b is None or type(b) is bytes:
-        return b
-    if isinstance(b, bytes | bytearray | memoryview):
-        return bytes(b)
-    raise TypeError(f"the record {what} must be bytes (or set a {what}_serializer)")
+def _notify(condition: threading.Condition) -> None:
+    with condition:
+        condition.notify()
 
 
 @dataclass
 class _InFlight:
-    tp: TopicPartition
-    records: bytes
-    result: ProduceRequestResult
-    reserved: int
-    created: float
-    batch_id: int
     slot: int
+    tp: TopicPartition
+    result: ProduceRequestResult
+    records: ClosedBatch | None  # None: closing the batch failed
+    reserved: int
+    created_ms: int
     attempts: int = 0
     retry_at: float = 0.0
-
-
-@dataclass
-class _Slots:
-    """Small integers for topic-partitions, as the accumulator wants."""
-
-    ids: dict[TopicPartition, int] = field(default_factory=dict)
-    tps: list[TopicPartition] = field(default_factory=list)
-
-    def slot(self, tp: TopicPartition) -> int:
-        s = self.ids.get(tp)
-        if s is None:
-            s = self.ids[tp] = len(self.tps)
-            self.tps.append(tp)
-        return s
 
 
 class Producer:
@@ -135,35 +121,42 @@ class Producer:
                 "must be at least 1"
             )
         self._max_request_size = int(c["max_request_size"])
-        compression = c["compression_type"] or "none"
         self._key_serializer = self._serializer(c["key_serializer"], "key_serializer")
         self._value_serializer = self._serializer(c["value_serializer"], "value_serializer")
-        self._partitioner = self._make_partitioner(c["partitioner"])
+        partitioner = c["partitioner"]
+        if not callable(partitioner) and partitioner not in _PARTITIONERS:
+            raise InvalidConfigurationError(
+                f"Invalid value {partitioner!r} for configuration partitioner: a callable or "
+                "one of default, round_robin, random"
+            )
+        # A callable picks the partition in Python; the built-in strategies run in Rust.
+        self._partitioner_fn: Partitioner | None = partitioner if callable(partitioner) else None
         self._interceptors = list(c["interceptors"])
+        self._python_steps = bool(
+            self._interceptors
+            or self._key_serializer
+            or self._value_serializer
+            or self._partitioner_fn
+        )
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
         self._accumulator = RecordAccumulator(
+            batch_result=ProduceRequestResult,
+            on_batch_ready=functools.partial(_notify, self._wake),
             batch_size=int(c["batch_size"]),
             linger_ms=int(c["linger_ms"]),
             buffer_memory=int(c["buffer_memory"]),
-            compression=compression,
+            compression=c["compression_type"] or "none",
+            partitioner="default" if self._partitioner_fn else str(partitioner),
+            max_request_size=self._max_request_size,
         )
         self._cluster = ClusterMetadata(
             parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
         )
-        self._slots = _Slots()
-        self._topic_cache: dict[
-            str, tuple[list[int], dict[int, tuple[TopicPartition, int]], int]
-        ] = {}
-        self._results: dict[int, ProduceRequestResult] = {}
-        self._batch_created: dict[int, float] = {}
-        self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes sent to it]
-        self._last_sticky: dict[str, int] = {}
-        self._batch_size = int(c["batch_size"])
-        self._round_robin: dict[str, int] = defaultdict(int)
-        self._rng = random.Random()
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
+        self._produce_calls: dict[str, _ProduceCall] = {}
         self._memory_freed = threading.Condition(threading.Lock())
         self._retries: list[_InFlight] = []
+        self._draining = False  # the sender is closing batches it took from the accumulator
         self._in_flight = 0  # batches taken from the accumulator and not yet completed
         self._in_flight_requests = 0
         # With one request in flight, Kafka keeps order by sending one batch per partition at
@@ -191,45 +184,33 @@ class Producer:
             f"{sorted(_BUILTIN_SERIALIZERS)}"
         )
 
-    def _make_partitioner(self, value: Any) -> Partitioner | str:
-        if callable(value):
-            return value  # type: ignore[no-any-return]
-        if value in ("default", "murmur2", "sticky", "round_robin", "random"):
-            return str(value)
-        raise InvalidConfigurationError(
-            f"Invalid value {value!r} for configuration partitioner: a callable or one of "
-            "default, round_robin, random"
-        )
-
     # -- the public API --------------------------------------------------------------------
 
     def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of ``topic`` (blocks up to ``max_block_ms`` for metadata)."""
         return set(self._partitions(topic))
 
-    def _cache_topic(
-        self, topic: str, now_ms: int
-    ) -> tuple[list[int], dict[int, tuple[TopicPartition, int]], int]:
-        """The partitions of ``topic`` with their TopicPartition and accumulator slot, kept
-        until the metadata is ``metadata_max_age_ms`` old."""
-        parts = self._partitions(topic)
-        with self._lock:
-            slots = {
-                p: (TopicPartition(topic, p), self._slots.slot(TopicPartition(topic, p)))
-                for p in parts
-            }
-        expires = now_ms + max(int(self.config["metadata_max_age_ms"]) - self._cluster.age_ms(), 0)
-        entry = (parts, slots, expires)
-        self._topic_cache[topic] = entry
-        return entry
-
     def _partitions(self, topic: str) -> list[int]:
+        """``topic``'s partitions, refreshed when metadata is ``metadata_max_age_ms`` old."""
         parts = self._cluster.partitions_for(topic)
-        if parts and self._cluster.age_ms() < self.config["metadata_max_age_ms"]:
+        if parts and self._cluster.age_ms() >= self.config["metadata_max_age_ms"]:
+            with contextlib.suppress(KafkaError):
+                self._cluster.refresh([topic])
+            parts = self._cluster.partitions_for(topic)
+        if parts:
             return parts
         return self._cluster.wait_for_topic(
             topic, int(self.config["max_block_ms"]), bool(self.config["allow_auto_create_topics"])
         )
+
+    def _load_topic(self, topic: str) -> None:
+        """Give the accumulator ``topic``'s partitions, valid until the metadata is
+        ``metadata_max_age_ms`` old (and for at least ``retry_backoff_ms``, so an
+        unreachable cluster is not asked again on every send)."""
+        parts = self._partitions(topic)
+        fresh_for = int(self.config["metadata_max_age_ms"]) - self._cluster.age_ms()
+        expires = _now_ms() + max(fresh_for, int(self.config["retry_backoff_ms"]))
+        self._accumulator.set_topic(topic, [(p, TopicPartition(topic, p)) for p in parts], expires)
 
     def send(
         self,
@@ -240,71 +221,29 @@ class Producer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> FutureRecordMetadata:
-        """Queue one record; the future completes with its :class:`RecordMetadata`."""
+        """Queue one record; the future completes with its :class:`RecordMetadata`.
+
+        Partitioning, batching and the future are made in Rust (one call); Python runs
+        only the interceptors, serializers and a callable partitioner, when configured."""
         if self._closed:
             raise KafkaError("the producer is closed")
-        for interceptor in self._interceptors:
-            on_send = getattr(interceptor, "on_send", None)
-            if on_send is not None:
-                topic, value, key, headers, partition, timestamp_ms = on_send(
-                    topic, value, key, headers, partition, timestamp_ms
-                )
-        key_bytes = _as_bytes(self._key_serializer(key) if self._key_serializer else key, "key")
-        value_bytes = _as_bytes(
-            self._value_serializer(value) if self._value_serializer else value, "value"
-        )
-        ksize = -1 if key_bytes is None else len(key_bytes)
-        vsize = -1 if value_bytes is None else len(value_bytes)
-        if headers:
-            hdrs = list(headers)
-            hsize = sum(len(k) + len(v or b"") for k, v in hdrs)
-        else:
-            hdrs, hsize = [], 0
-        size = max(ksize, 0) + max(vsize, 0) + hsize
-        if size > self._max_request_size:
-            raise RecordTooLargeError(
-                f"The message is {size} bytes when serialized which is larger than "
-                f"max.request.size ({self._max_request_size})"
+        if self._python_steps:
+            topic, value, key, headers, partition, timestamp_ms = self._before_send(
+                topic, value, key, headers, partition, timestamp_ms
             )
-        now = _now_ms()
-        cached = self._topic_cache.get(topic)
-        if cached is None or now >= cached[2]:
-            cached = self._cache_topic(topic, now)
-        parts = cached[0]
-        p = self._choose_partition(topic, partition, key_bytes, parts)
-        known = cached[1].get(p)
-        if known is None:
-            raise UnknownTopicOrPartitionError(
-                f"the partitioner chose partition {p} of topic {topic}, which has partitions "
-                f"{parts}"
-            )
-        tp, slot = known
-        ts = now if timestamp_ms is None else int(timestamp_ms)
+        elif timestamp_ms is not None:
+            timestamp_ms = int(timestamp_ms)
         deadline = None
         while True:
-            with self._lock:
-                placed = self._accumulator.append(
-                    slot, ts, key_bytes, value_bytes, hdrs, now_ms=now
-                )
-                if placed is not None:
-                    batch_id, index, full, new_batch = placed
-                    if new_batch:
-                        result = self._results[batch_id] = ProduceRequestResult(tp)
-                        self._batch_created[batch_id] = time.monotonic()
-                    else:
-                        result = self._results[batch_id]
-                    future = FutureRecordMetadata(result, index, ts, ksize, vsize, hsize)
-                    result.futures.append(future)
-                    sticky = self._sticky.get(topic)
-                    if sticky is not None and sticky[0] == p and partition is None:
-                        # KIP-794: after batch.size bytes on the sticky partition, the next
-                        # record without a key goes to another partition.
-                        sticky[1] += size
-                        if sticky[1] >= self._batch_size:
-                            del self._sticky[topic]
-                    if full or new_batch:
-                        self._wake.notify()
-                    break
+            outcome = self._accumulator.send(topic, key, value, headers, partition, timestamp_ms)
+            if not isinstance(outcome, int):
+                if self._interceptors:
+                    outcome.produce_result.futures.append(outcome)
+                return outcome
+            if outcome == RecordAccumulator.NEEDS_METADATA:
+                self._load_topic(topic)
+                continue
+            # BUFFER_FULL: wait for sent batches to give memory back, up to max.block.ms.
             if deadline is None:
                 deadline = time.monotonic() + self.config["max_block_ms"] / 1000
             remaining = deadline - time.monotonic()
@@ -315,39 +254,44 @@ class Producer:
                 )
             with self._memory_freed:
                 self._memory_freed.wait(min(remaining, 0.05))
-        return future
 
-    def _choose_partition(
-        self, topic: str, partition: int | None, key: bytes | None, parts: list[int]
-    ) -> int:
-        if partition is not None:
-            if partition not in parts:
-                raise UnknownTopicOrPartitionError(
-                    f"Partition {partition} of topic {topic} with partition count {len(parts)} "
-                    "is not present in metadata."
+    def _before_send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> tuple[str, Any, Any, Sequence[tuple[str, bytes | None]] | None, int | None, int | None]:
+        """The configured Python steps of a send: interceptors, serializers, a callable
+        partitioner."""
+        for interceptor in self._interceptors:
+            on_send = getattr(interceptor, "on_send", None)
+            if on_send is not None:
+                topic, value, key, headers, partition, timestamp_ms = on_send(
+                    topic, value, key, headers, partition, timestamp_ms
                 )
-            return partition
-        strategy = self._partitioner
-        if callable(strategy):
-            return int(strategy(key, parts, parts))
-        if key is not None and strategy in ("default", "murmur2", "sticky"):
-            return parts[partition_for_key(key, len(parts))]
-        if strategy == "round_robin":
-            n = self._round_robin[topic]
-            self._round_robin[topic] = n + 1
-            return parts[n % len(parts)]
-        if strategy == "random":
-            return self._rng.choice(parts)
-        # Sticky (KIP-480, KIP-794): stay on one partition for batch.size bytes, then move
-        # to another one picked at random.
-        with self._lock:
-            sticky = self._sticky.get(topic)
-            if sticky is None or sticky[0] not in parts:
-                previous = self._last_sticky.get(topic)
-                choices = [q for q in parts if q != previous] or parts
-                sticky = self._sticky[topic] = [self._rng.choice(choices), 0]
-                self._last_sticky[topic] = sticky[0]
-            return sticky[0]
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        if partition is None and self._partitioner_fn is not None:
+            partition = self._custom_partition(topic, key)
+        if timestamp_ms is not None:
+            timestamp_ms = int(timestamp_ms)
+        return topic, value, key, headers, partition, timestamp_ms
+
+    def _custom_partition(self, topic: str, key: bytes | None) -> int:
+        assert self._partitioner_fn is not None
+        parts = self._partitions(topic)
+        p = int(self._partitioner_fn(key, parts, parts))
+        if p not in parts:
+            raise UnknownTopicOrPartitionError(
+                f"the partitioner chose partition {p} of topic {topic}, which has partitions "
+                f"{parts}"
+            )
+        return p
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until every sent record is acknowledged."""
@@ -358,7 +302,12 @@ class Producer:
         try:
             while True:
                 with self._lock:
-                    if not self._results and not self._retries and self._in_flight == 0:
+                    if (
+                        self._accumulator.pending_batches == 0
+                        and not self._draining
+                        and not self._retries
+                        and self._in_flight == 0
+                    ):
                         return
                     self._wake.notify()
                 if deadline is not None and time.monotonic() > deadline:
@@ -379,12 +328,10 @@ class Producer:
                 self._closed = True
                 self._wake.notify()
             self._sender.join(timeout)
-            for batch_id in self._accumulator.abort_all():
-                result = self._results.pop(batch_id, None)
-                if result is not None:
-                    result.complete(
-                        -1, -1, -1, KafkaError("the producer was closed before the record was sent")
-                    )
+            for result in self._accumulator.abort_all():
+                result.complete(
+                    -1, -1, -1, KafkaError("the producer was closed before the record was sent")
+                )
             self._cluster.close()
 
     def __enter__(self) -> Producer:
@@ -405,11 +352,11 @@ class Producer:
                 if self._in_flight_requests >= max_in_flight:
                     self._wake.wait(0.1)
                     continue
-                ready, wait_ms = self._accumulator.ready(_now_ms(), flush=self._flushing > 0)
+                ready, wait_ms = self._accumulator.ready(flush=self._flushing > 0)
                 if self._muted:
                     ready = [slot for slot in ready if slot not in self._muted]
                 due = sorted(
-                    (b for b in self._retries if b.retry_at <= now), key=lambda b: b.batch_id
+                    (b for b in self._retries if b.retry_at <= now), key=lambda b: b.created_ms
                 )
                 if not ready and not due:
                     timeout = 0.1 if wait_ms is None else max(wait_ms, 0) / 1000
@@ -419,32 +366,34 @@ class Producer:
                     continue
                 self._retries = [b for b in self._retries if b.retry_at > now]
                 self._in_flight += len(due)
+                self._draining = bool(ready)
                 stale, self._stale_topics = self._stale_topics, set()
             if stale:
                 with contextlib.suppress(KafkaError):
                     self._cluster.refresh(stale)
                 for topic in stale:
-                    self._topic_cache.pop(topic, None)
-            # Closing (and compressing) batches happens outside the lock, so send() callers
-            # keep appending meanwhile.
+                    self._accumulator.forget_topic(topic)
+            # Batches are closed (and compressed) by the accumulator without its lock, so
+            # send() callers keep appending meanwhile.
             drained = self._accumulator.drain(ready, self._max_request_size) if ready else []
             batches = list(due)
-            with self._lock:
-                for slot, batch_id, records, _count, reserved in drained:
-                    batches.append(
-                        _InFlight(
-                            self._slots.tps[slot],
-                            records,
-                            self._results.pop(batch_id),
-                            reserved,
-                            self._batch_created.pop(batch_id, now),
-                            batch_id,
-                            slot,
-                        )
+            broken: list[tuple[_InFlight, BaseException]] = []
+            for slot, tp, result, records, _count, reserved, created_ms in drained:
+                if isinstance(records, BaseException):
+                    broken.append(
+                        (_InFlight(slot, tp, result, None, reserved, created_ms), records)
                     )
+                else:
+                    batches.append(_InFlight(slot, tp, result, records, reserved, created_ms))
+            with self._lock:
                 self._in_flight += len(drained)
+                self._draining = False
                 if self._guarantee_order:
                     self._muted.update(b.slot for b in batches)
+            for b, err in broken:
+                self._fail(b, err)
+            if broken:
+                self._done_with([b for b, _ in broken], request=False)
             try:
                 self._send(batches)
             except Exception as e:  # never let the sender thread die
@@ -474,23 +423,31 @@ class Producer:
                 self._done_with([b], request=False)
                 continue
             by_leader[address].append(b)
+        timeout_ms = int(self.config["request_timeout_ms"])
         for address, group in by_leader.items():
-            request = produce_pb2.ProduceRequest(
-                acks=self._acks, timeout_ms=int(self.config["request_timeout_ms"])
-            )
-            topics: dict[str, produce_pb2.ProduceRequest.Topic] = {}
+            topics: dict[str, list[tuple[int, ClosedBatch]]] = {}
             for b in group:
-                t = topics.get(b.tp.topic)
-                if t is None:
-                    t = topics[b.tp.topic] = request.topics.add(name=b.tp.topic)
-                t.partitions.add(partition=b.tp.partition, record_batches=b.records)
-            stub = produce_pb2_grpc.ProduceServiceStub(self._cluster.channel(address))
+                assert b.records is not None  # batches that failed to close are not sent
+                topics.setdefault(b.tp.topic, []).append((b.tp.partition, b.records))
+            # The request's wire bytes come from Rust, one copy of each batch; the call sends
+            # them as they are.
+            request = encode_produce_request(self._acks, timeout_ms, list(topics.items()))
             with self._lock:
                 self._in_flight_requests += 1
-            future = stub.Produce.future(
-                request, timeout=self.config["request_timeout_ms"] / 1000 + 5
-            )
+            future = self._produce_call(address).future(request, timeout=timeout_ms / 1000 + 5)
             future.add_done_callback(functools.partial(self._on_response, address, group))
+
+    def _produce_call(self, address: str) -> _ProduceCall:
+        """ProduceService.Produce on ``address``, taking a request's wire bytes."""
+        call = self._produce_calls.get(address)
+        if call is None:
+            call = self._produce_calls[address] = self._cluster.channel(address).unary_unary(
+                PRODUCE_METHOD,
+                request_serializer=None,
+                response_deserializer=produce_pb2.ProduceResponse.FromString,
+                _registered_method=True,  # type: ignore[call-arg]  # grpc's stubs lack it
+            )
+        return call
 
     def _on_response(self, address: str, group: list[_InFlight], future: Any) -> None:
         """Runs on a gRPC thread when a ProduceRequest is answered (or fails)."""
@@ -549,7 +506,7 @@ class Producer:
 
     def _retry(self, b: _InFlight, err: KafkaError) -> None:
         b.attempts += 1
-        elapsed_ms = (time.monotonic() - b.created) * 1000
+        elapsed_ms = _now_ms() - b.created_ms
         if b.attempts > self.config["retries"] or elapsed_ms > self.config["delivery_timeout_ms"]:
             self._fail(b, err)
             return

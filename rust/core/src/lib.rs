@@ -13,5 +13,6 @@ pub mod error;
 pub mod io;
 pub mod log;
 pub mod record;
+pub mod wire;
 
 pub use error::{Error, Result};

@@ -25,14 +25,20 @@ fn class_name(err: &Error) -> &'static str {
 
 /// Convert a core error into the matching `rillet.errors` exception.
 pub fn to_py(err: Error) -> PyErr {
+    kafka_error(class_name(&err), err.to_string())
+}
+
+/// The `rillet.errors` exception `class` (named after Kafka's error) with `msg`, for errors
+/// that the bindings find themselves rather than the core.
+pub fn kafka_error(class: &str, msg: String) -> PyErr {
     Python::with_gil(|py| {
         let module =
             ERRORS_MODULE.get_or_try_init(py, || py.import("rillet.errors").map(|m| m.unbind()));
         let class = module
-            .and_then(|m| m.bind(py).getattr(class_name(&err)))
+            .and_then(|m| m.bind(py).getattr(class))
             .and_then(|c| Ok(c.downcast_into::<PyType>()?));
         match class {
-            Ok(cls) => PyErr::from_type(cls, err.to_string()),
+            Ok(cls) => PyErr::from_type(cls, msg),
             Err(import_failure) => import_failure,
         }
     })

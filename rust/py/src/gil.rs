@@ -13,6 +13,10 @@ use pyo3::Python;
 /// 4 MiB from the page cache takes about 0.4 ms here.
 pub(crate) const RELEASE_ABOVE_BYTES: usize = 4 << 20;
 
+/// Copies off the GIL above this: a thread that copies a megabyte of record batches (about
+/// 0.1 ms) lets the thread calling `send()` run meanwhile.
+pub(crate) const RELEASE_COPY_ABOVE_BYTES: usize = 256 << 10;
+
 /// Decoding (decompressing and parsing records) costs more per byte than copying.
 pub(crate) const RELEASE_DECODE_ABOVE_BYTES: usize = 1 << 20;
 
@@ -22,5 +26,18 @@ pub(crate) fn run<T: Send>(py: Python<'_>, release: bool, f: impl FnOnce() -> T 
         py.allow_threads(f)
     } else {
         f()
+    }
+}
+
+/// Lock `m` with the GIL held when it is free (the common case), else wait for it with the
+/// GIL released. A thread holding `m` may be waiting for the GIL (Python code it calls can
+/// hand the GIL to another thread), so blocking on `m` with the GIL held could deadlock.
+pub(crate) fn lock<'a, T: Send>(
+    py: Python<'_>,
+    m: &'a parking_lot::Mutex<T>,
+) -> parking_lot::MutexGuard<'a, T> {
+    match m.try_lock() {
+        Some(guard) => guard,
+        None => py.allow_threads(|| m.lock()),
     }
 }

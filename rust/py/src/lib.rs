@@ -8,10 +8,12 @@ mod accumulator;
 mod arrow;
 mod consumer;
 mod errors;
+mod future;
 mod gil;
 mod io;
 mod log;
 mod record;
+mod wire;
 
 use pyo3::prelude::*;
 
@@ -20,9 +22,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     record::register(m)?;
     accumulator::register(m)?;
+    future::register(m)?;
     consumer::register(m)?;
     arrow::register(m)?;
     log::register(m)?;
     io::register(m)?;
+    wire::register(m)?;
     Ok(())
 }

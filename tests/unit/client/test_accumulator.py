@@ -1,48 +1,188 @@
-"""The producer's Rust record accumulator, driven from Python."""
+"""The producer's Rust record path (partitioner + accumulator), driven from Python."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from rillet._core import RecordAccumulator, decode_batches
-from rillet.errors import InvalidConfigurationError, RecordTooLargeError
+from rillet._core import (
+    ClosedBatch,
+    FutureRecordMetadata,
+    RecordAccumulator,
+    decode_batches,
+    encode_produce_request,
+    partition_for_key,
+)
+from rillet.client.futures import ProduceRequestResult
+from rillet.errors import (
+    InvalidConfigurationError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+from rillet.protocol import produce_pb2
+from rillet.types import TopicPartition
+
+NEEDS_METADATA = RecordAccumulator.NEEDS_METADATA
+BUFFER_FULL = RecordAccumulator.BUFFER_FULL
 
 
-def test_records_batch_per_partition_and_drain_as_valid_batches() -> None:
-    acc = RecordAccumulator(batch_size=1024, linger_ms=10, compression="zstd")
-    placed = [acc.append(i % 3, 1000 + i, b"k%d" % i, b"v" * 100, now_ms=0) for i in range(30)]
-    assert all(p is not None for p in placed)
-    ready, wait = acc.ready(0)
-    assert ready == [0, 1, 2]  # each partition already has a full batch queued
+def accumulator(**kwargs: object) -> tuple[RecordAccumulator, list[int]]:
+    wakes: list[int] = []
+    acc = RecordAccumulator(
+        batch_result=ProduceRequestResult,
+        on_batch_ready=lambda: wakes.append(1),
+        seed=5,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return acc, wakes
+
+
+def add_topic(acc: RecordAccumulator, topic: str, n: int, ttl_ms: int = 60_000) -> None:
+    expires = time.time_ns() // 1_000_000 + ttl_ms
+    acc.set_topic(topic, [(p, TopicPartition(topic, p)) for p in range(n)], expires)
+
+
+def test_unknown_and_expired_topics_ask_for_metadata() -> None:
+    acc, _ = accumulator()
+    assert acc.send("t", None, b"v") == NEEDS_METADATA
+    add_topic(acc, "t", 2, ttl_ms=-1)
+    assert acc.send("t", None, b"v") == NEEDS_METADATA
+    add_topic(acc, "t", 2)
+    assert isinstance(acc.send("t", None, b"v"), FutureRecordMetadata)
+    assert acc.partitions("t") == [0, 1]
+    acc.forget_topic("t")
+    assert acc.send("t", None, b"v") == NEEDS_METADATA and acc.partitions("t") is None
+
+
+def test_keys_route_by_murmur2_and_batches_drain_valid() -> None:
+    acc, wakes = accumulator(batch_size=1024, linger_ms=10, compression="zstd")
+    add_topic(acc, "t", 3)
+    futures = [acc.send("t", b"k%d" % i, b"v" * 100, None, None, 1000 + i) for i in range(30)]
+    assert all(isinstance(f, FutureRecordMetadata) for f in futures)
+    for i, f in enumerate(futures):
+        assert f.produce_result.topic_partition.partition == partition_for_key(b"k%d" % i, 3)
+        assert f.timestamp == 1000 + i and f.serialized_key_size == len(b"k%d" % i)
+        assert f.serialized_value_size == 100 and f.serialized_header_size == 0
+    assert wakes, "new and full batches wake the sender"
+    ready, _ = acc.ready()
     drained = acc.drain(ready, 1 << 20)
-    for partition, _batch_id, records, count, reserved in drained:
-        (batch,) = decode_batches(records)
+    assert drained
+    for slot, tp, result, records, count, reserved, created_ms in drained:
+        assert slot in ready and isinstance(result, ProduceRequestResult)
+        assert result.topic_partition == tp and created_ms > 0
+        (batch,) = decode_batches(bytes(records))
         assert batch.compression == "zstd" and batch.record_count == count
-        keys = [r.key or b"" for r in batch.records]
-        assert all(k.startswith(b"k") and int(k[1:]) % 3 == partition for k in keys)
+        keys = [r.key for r in batch.records]
+        assert all(partition_for_key(k or b"", 3) == tp.partition for k in keys)
+        # The batch's futures share its result, and their offsets are its record indexes.
+        mine = [f for f in futures if f.produce_result is result]
+        assert [f.relative_offset for f in mine] == list(range(count))
         acc.release(reserved)
+    while ready := acc.ready(0)[0]:  # full batches are ready at any time
+        for *_, reserved, _ in acc.drain(ready, 1 << 20):
+            acc.release(reserved)
     # Tails wait for linger.ms unless flushed.
-    ready, wait = acc.ready(3)
-    assert ready == [] and wait == 7
-    assert acc.ready(3, flush=True)[0] == [0, 1, 2]
+    tails, wait_ms = acc.ready(0)
+    assert tails == [] and wait_ms is not None
+    later = time.time_ns() // 1_000_000 + 10
+    assert acc.ready(later)[0] == acc.ready(0, flush=True)[0] != []
 
 
-def test_buffer_memory_back_pressure() -> None:
-    acc = RecordAccumulator(batch_size=1024, linger_ms=0, buffer_memory=2048)
-    assert acc.append(0, 0, None, b"x" * 900, now_ms=0) is not None
-    assert acc.append(1, 0, None, b"x" * 900, now_ms=0) is not None
-    assert acc.append(2, 0, None, b"x" * 900, now_ms=0) is None
+def test_headers_timestamps_and_buffer_types() -> None:
+    acc, _ = accumulator()
+    add_topic(acc, "t", 1)
+    f = acc.send("t", bytearray(b"key"), memoryview(b"value"), [("h", b"1"), ("é", None)], 0, 7)
+    assert (f.serialized_key_size, f.serialized_value_size, f.serialized_header_size) == (3, 5, 4)
+    acc.send("t", None, None, None, None, None)  # a tombstone
+    [(_, _, _, records, _, _, _)] = acc.drain(acc.ready(flush=True)[0], 1 << 20)
+    (batch,) = decode_batches(bytes(records))
+    r0, r1 = batch.records
+    assert (r0.key, r0.value, r0.headers, r0.timestamp) == (
+        b"key",
+        b"value",
+        [("h", b"1"), ("é", None)],
+        7,
+    )
+    assert (r1.key, r1.value) == (None, None) and r1.timestamp >= 7
+    with pytest.raises(TypeError, match="value must be bytes"):
+        acc.send("t", None, "text")
+    with pytest.raises(TypeError, match="key must be bytes"):
+        acc.send("t", 5, b"v")
+
+
+def test_explicit_partitions_and_record_size() -> None:
+    acc, _ = accumulator(max_request_size=100)
+    add_topic(acc, "t", 2)
+    assert acc.send("t", None, b"x", None, 1).produce_result.topic_partition.partition == 1
+    with pytest.raises(UnknownTopicOrPartitionError, match="Partition 5 of topic t"):
+        acc.send("t", None, b"x", None, 5)
+    with pytest.raises(RecordTooLargeError, match=r"max\.request\.size"):
+        acc.send("t", None, b"x" * 200)
+
+
+def test_buffer_memory_back_pressure_and_abort() -> None:
+    acc, _ = accumulator(batch_size=1024, linger_ms=0, buffer_memory=2048)
+    add_topic(acc, "t", 3)
+    assert isinstance(acc.send("t", None, b"x" * 900, None, 0), FutureRecordMetadata)
+    assert isinstance(acc.send("t", None, b"x" * 900, None, 1), FutureRecordMetadata)
+    assert acc.send("t", None, b"x" * 900, None, 2) == BUFFER_FULL
     assert acc.used_memory == 2048
-    [(_, _, _, _, reserved)] = acc.drain([0], 1 << 20)
+    [(_, _, _, _, _, reserved, _)] = acc.drain([acc.ready()[0][0]], 1 << 20)
     acc.release(reserved)
-    assert acc.append(2, 0, None, b"x" * 900, now_ms=0) is not None
-    with pytest.raises(RecordTooLargeError):
-        acc.append(3, 0, None, b"x" * 5000, now_ms=0)
-    assert len(acc.abort_all()) == 2 and acc.used_memory == 0
+    assert isinstance(acc.send("t", None, b"x" * 900, None, 2), FutureRecordMetadata)
+    results = acc.abort_all()
+    assert len(results) == 2 and acc.used_memory == 0 and acc.pending_batches == 0
+    assert all(isinstance(r, ProduceRequestResult) for r in results)
+
+
+def test_sticky_and_round_robin_spread_keyless_records() -> None:
+    acc, _ = accumulator(batch_size=1000, partitioner="round_robin")
+    add_topic(acc, "t", 3)
+    parts = [acc.send("t", b"k", b"v").produce_result.topic_partition.partition for _ in range(6)]
+    assert parts == [0, 1, 2, 0, 1, 2]  # round robin ignores keys
+    sticky, _ = accumulator(batch_size=1000)
+    add_topic(sticky, "t", 3)
+    parts = [
+        sticky.send("t", None, b"x" * 100).produce_result.topic_partition.partition
+        for _ in range(100)
+    ]
+    runs = [p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1]]
+    assert set(parts) == {0, 1, 2} and 8 <= len(runs) <= 12  # ~10 records per stint
 
 
 def test_bad_settings() -> None:
     with pytest.raises(InvalidConfigurationError):
-        RecordAccumulator(batch_size=0)
+        accumulator(batch_size=0)
     with pytest.raises(InvalidConfigurationError):
-        RecordAccumulator(compression="brotli")
+        accumulator(compression="brotli")
+    with pytest.raises(InvalidConfigurationError, match="partitioner"):
+        accumulator(partitioner="hashing")
+    acc, _ = accumulator()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        acc.set_topic("t", [], 0)
+
+
+def test_encoded_produce_requests_parse_with_the_generated_code() -> None:
+    acc, _ = accumulator(batch_size=1 << 20)
+    add_topic(acc, "a", 3)
+    add_topic(acc, "bb", 1)
+    for i in range(40):
+        acc.send("a", b"k%d" % i, b"v" * (i * 50))
+    acc.send("bb", None, b"x" * 300_000, None, 0)
+    drained = acc.drain(acc.ready(flush=True)[0], 1 << 30)
+    topics: dict[str, list[tuple[int, ClosedBatch]]] = {}
+    for _, tp, _, batch, _, _, _ in drained:
+        assert isinstance(batch, ClosedBatch) and len(batch) == len(bytes(batch))
+        topics.setdefault(tp.topic, []).append((tp.partition, batch))
+    for acks, tx in ((1, None), (-1, "tx-1"), (0, None)):
+        wire = encode_produce_request(acks, 30_000, list(topics.items()), tx)
+        want = produce_pb2.ProduceRequest(acks=acks, timeout_ms=30_000)
+        if tx is not None:
+            want.transactional_id = tx
+        for name, parts in topics.items():
+            t = want.topics.add(name=name)
+            for partition, batch in parts:
+                t.partitions.add(partition=partition, record_batches=bytes(batch))
+        assert produce_pb2.ProduceRequest.FromString(wire) == want
+        assert wire == want.SerializeToString()  # the same bytes as the generated encoder

@@ -47,6 +47,36 @@ pub struct DrainedBatch {
     pub reserved: usize,
 }
 
+/// A batch taken from the accumulator and not yet closed.
+#[derive(Debug)]
+pub struct TakenBatch {
+    pub partition: u32,
+    pub batch_id: u64,
+    /// `now_ms` when its first record was appended.
+    pub created_ms: i64,
+    /// Bytes this batch holds of the memory budget; give them back with `release`.
+    pub reserved: usize,
+    builder: BatchBuilder,
+}
+
+impl TakenBatch {
+    pub fn record_count(&self) -> i32 {
+        self.builder.record_count()
+    }
+
+    /// Close the batch: compress its records and fill in the header and CRC.
+    pub fn build(mut self) -> Result<DrainedBatch> {
+        let record_count = self.builder.record_count();
+        Ok(DrainedBatch {
+            partition: self.partition,
+            batch_id: self.batch_id,
+            records: self.builder.build()?,
+            record_count,
+            reserved: self.reserved,
+        })
+    }
+}
+
 #[derive(Debug)]
 struct OpenBatch {
     id: u64,
@@ -122,8 +152,7 @@ impl RecordAccumulator {
                 }));
             }
         }
-        let mut builder = BatchBuilder::new(self.config.compression);
-        let size = RECORD_BATCH_OVERHEAD + builder.record_size(timestamp, key, value, headers);
+        let size = RECORD_BATCH_OVERHEAD + BatchBuilder::first_record_size(key, value, headers);
         let reserved = batch_size.max(size);
         if self.used_memory + reserved > self.config.buffer_memory {
             if reserved > self.config.buffer_memory {
@@ -134,6 +163,7 @@ impl RecordAccumulator {
             }
             return Ok(None);
         }
+        let mut builder = BatchBuilder::with_capacity(self.config.compression, reserved);
         let index = builder.append(timestamp, key, value, headers);
         let id = self.next_id;
         self.next_id += 1;
@@ -177,9 +207,11 @@ impl RecordAccumulator {
         (ready, next)
     }
 
-    /// Close and take the oldest batch of each of `partitions`, up to `max_bytes` in all
-    /// (at least one batch).
-    pub fn drain(&mut self, partitions: &[u32], max_bytes: usize) -> Result<Vec<DrainedBatch>> {
+    /// Take the oldest batch of each of `partitions`, up to `max_bytes` in all (at least one
+    /// batch), without closing them: the caller builds (and compresses) them with
+    /// [`TakenBatch::build`], outside whatever lock guards the accumulator, so appends go on
+    /// meanwhile.
+    pub fn take(&mut self, partitions: &[u32], max_bytes: usize) -> Vec<TakenBatch> {
         let mut out = Vec::new();
         let mut total = 0usize;
         for p in partitions {
@@ -187,25 +219,45 @@ impl RecordAccumulator {
                 continue;
             };
             let Some(front) = q.front() else { continue };
-            if !out.is_empty() && total + front.builder.uncompressed_size() > max_bytes {
+            let size = front.builder.uncompressed_size();
+            if !out.is_empty() && total + size > max_bytes {
                 break;
             }
-            let mut b = q.pop_front().expect("front exists");
-            let count = b.builder.record_count();
-            let records = b.builder.build()?;
-            total += records.len();
-            out.push(DrainedBatch {
+            let b = q.pop_front().expect("front exists");
+            total += size;
+            out.push(TakenBatch {
                 partition: *p,
                 batch_id: b.id,
-                records,
-                record_count: count,
+                created_ms: b.created_ms,
                 reserved: b.reserved,
+                builder: b.builder,
             });
             if q.is_empty() {
                 self.queues.remove(p);
             }
         }
-        Ok(out)
+        out
+    }
+
+    /// [`Self::take`] and build each batch.
+    pub fn drain(&mut self, partitions: &[u32], max_bytes: usize) -> Result<Vec<DrainedBatch>> {
+        self.take(partitions, max_bytes)
+            .into_iter()
+            .map(TakenBatch::build)
+            .collect()
+    }
+
+    /// Drop `partition`'s newest batch (one that `append` just started, when the caller
+    /// cannot track it after all); returns the bytes it reserved, to `release`.
+    pub fn discard_last(&mut self, partition: u32) -> usize {
+        let Some(q) = self.queues.get_mut(&partition) else {
+            return 0;
+        };
+        let reserved = q.pop_back().map_or(0, |b| b.reserved);
+        if q.is_empty() {
+            self.queues.remove(&partition);
+        }
+        reserved
     }
 
     /// Give back the memory of a sent (or failed) batch.

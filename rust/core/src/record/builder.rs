@@ -36,7 +36,13 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     pub fn new(compression: Compression) -> Self {
-        let mut buf = Vec::with_capacity(RECORD_BATCH_OVERHEAD + 1024);
+        Self::with_capacity(compression, RECORD_BATCH_OVERHEAD + 1024)
+    }
+
+    /// A builder whose buffer holds `capacity` bytes before it grows (the producer sizes it
+    /// to `batch.size`, so filling a batch never reallocates and copies it).
+    pub fn with_capacity(compression: Compression, capacity: usize) -> Self {
+        let mut buf = Vec::with_capacity(capacity.max(RECORD_BATCH_OVERHEAD));
         buf.resize(RECORD_BATCH_OVERHEAD, 0);
         BatchBuilder {
             compression,
@@ -117,6 +123,16 @@ impl BatchBuilder {
             timestamp.wrapping_sub(self.base_timestamp)
         };
         let body = body_size(ts_delta, self.count, key, value, headers);
+        varint_size(body as i32) + body
+    }
+
+    /// Bytes the first record of a batch would take (uncompressed).
+    pub fn first_record_size(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[HeaderRef],
+    ) -> usize {
+        let body = body_size(0, 0, key, value, headers);
         varint_size(body as i32) + body
     }
 

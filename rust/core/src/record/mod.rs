@@ -28,6 +28,7 @@ pub mod batch;
 pub mod builder;
 pub mod compression;
 pub mod murmur2;
+pub mod partitioner;
 pub mod varint;
 
 pub use batch::{BatchHeader, Record, RecordHeader, TimestampType};
