@@ -27,6 +27,8 @@ __all__ = [
     "decode_arrow",
     "decode_batches",
     "decode_consumer_records",
+    "decode_fetch_response",
+    "encode_fetch_response",
     "encode_produce_request",
     "murmur2",
     "partition_for_key",
@@ -217,10 +219,36 @@ class RecordAccumulator:
     @property
     def pending_batches(self) -> int: ...
 
+def encode_fetch_response(
+    topics: Sequence[
+        tuple[
+            str,
+            Sequence[
+                tuple[
+                    int,
+                    int,
+                    str,
+                    int,
+                    int,
+                    int,
+                    tuple[int, int] | None,
+                    int,
+                    FetchDataInfo | None,
+                ]
+            ],
+        ]
+    ],
+    error_code: int = 0,
+    error_message: str = "",
+    throttle_time_ms: int = 0,
+) -> bytes: ...
+def decode_fetch_response(
+    data: bytes,
+) -> tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int]]]: ...
 def encode_produce_request(
     acks: int,
     timeout_ms: int,
-    topics: Sequence[tuple[str, Sequence[tuple[int, ClosedBatch]]]],
+    topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[ClosedBatch]]]]],
     transactional_id: str | None = None,
 ) -> bytes: ...
 
@@ -267,6 +295,7 @@ def decode_consumer_records(
     *,
     verify_crc: bool = True,
     start: int = 0,
+    end: int | None = None,
     max_records: int | None = None,
 ) -> tuple[list[ConsumerRecord], int, int]: ...
 def decode_arrow(

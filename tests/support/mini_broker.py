@@ -25,8 +25,8 @@ from rillet.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from rillet.protocol import fetch_pb2_grpc, metadata_pb2_grpc, produce_pb2_grpc
-from rillet.server.data_plane import FetchServicer, ProduceServicer
+from rillet.protocol import metadata_pb2_grpc, produce_pb2_grpc
+from rillet.server.data_plane import FetchServicer, ProduceServicer, add_fetch_servicer
 from rillet.server.metadata_api import MetadataServicer
 from rillet.storage.log_manager import LogManager
 
@@ -66,7 +66,7 @@ class MiniBroker:
         produce_pb2_grpc.add_ProduceServiceServicer_to_server(
             ProduceServicer(self.replicas, clock), self.server
         )
-        fetch_pb2_grpc.add_FetchServiceServicer_to_server(FetchServicer(self.replicas), self.server)
+        add_fetch_servicer(FetchServicer(self.replicas), self.server)
         metadata_pb2_grpc.add_MetadataServiceServicer_to_server(
             MetadataServicer(lambda: self.image, "PLAINTEXT", "mini", lambda: 1, self._auto),
             self.server,

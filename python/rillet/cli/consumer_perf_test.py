@@ -140,7 +140,10 @@ def _consume(consumer: Consumer, wanted: int, timeout_ms: int) -> dict[str, Any]
         for batch in polled.values():
             records += len(batch)
             for r in batch:
-                nbytes += max(r.serialized_key_size, 0) + max(r.serialized_value_size, 0)
+                # Kafka counts key and value bytes; a null one (size -1) counts nothing.
+                k = r.serialized_key_size
+                v = r.serialized_value_size
+                nbytes += (k if k > 0 else 0) + (v if v > 0 else 0)
     end = time.monotonic()
     return {
         "records": records,

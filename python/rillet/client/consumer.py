@@ -23,11 +23,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import grpc
 
-from rillet._core import ConsumerRecord, decode_consumer_records
+from rillet._core import ConsumerRecord, decode_consumer_records, decode_fetch_response
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.errors import (
@@ -42,6 +42,7 @@ from rillet.errors import (
     error_for_code,
 )
 from rillet.protocol import fetch_pb2, fetch_pb2_grpc
+from rillet.protocol.errors import error_from_wire
 from rillet.types import TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
@@ -52,6 +53,20 @@ Deserializer = Callable[[bytes | None], Any]
 
 EARLIEST = -2
 LATEST = -1
+FETCH_METHOD = "/rillet.v1.FetchService/Fetch"
+
+# A fetch response: its bytes, and what decode_fetch_response read of them.
+_FetchResponse = tuple[
+    bytes, tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int]]]
+]
+if TYPE_CHECKING:
+    _FetchCall = grpc.UnaryUnaryMultiCallable[fetch_pb2.FetchRequest, _FetchResponse]
+
+
+def _read_fetch_response(data: bytes) -> _FetchResponse:
+    return data, decode_fetch_response(data)
+
+
 _RESET = {"earliest": EARLIEST, "smallest": EARLIEST, "latest": LATEST, "largest": LATEST}
 
 _BUILTIN_DESERIALIZERS: dict[str, Deserializer] = {
@@ -78,20 +93,23 @@ class _PartitionState:
     paused: bool = False
     records: list[ConsumerRecord] = field(default_factory=list)
     index: int = 0  # records[index:] are not handed out yet
-    # Fetched batch bytes not decoded yet: raw[raw_pos:]. Batches are decoded a poll's worth
-    # at a time, as highly compressed batches can expand a thousandfold.
+    # Fetched batch bytes not decoded yet: raw[raw_pos:raw_end] (raw is the whole fetch
+    # response, read in place). Batches are decoded a poll's worth at a time, as highly
+    # compressed batches can expand a thousandfold.
     raw: bytes = b""
     raw_pos: int = 0
+    raw_end: int = 0
     high_watermark: int = -1
     fetching: bool = False  # a fetch for this partition is in flight
     retry_at: float = 0.0  # after an error: no fetch before this time.monotonic()
 
     @property
     def buffered(self) -> bool:
-        return self.index < len(self.records) or self.raw_pos < len(self.raw)
+        return self.index < len(self.records) or self.raw_pos < self.raw_end
 
     def clear(self) -> None:
-        self.records, self.index, self.raw, self.raw_pos = [], 0, b"", 0
+        self.records, self.index = [], 0
+        self.raw, self.raw_pos, self.raw_end = b"", 0, 0
 
 
 @dataclass
@@ -194,6 +212,7 @@ class Consumer:
         self._manual = False
         # Fetches on the wire, by a sequence number; a partition is in at most one of them.
         self._in_flight: dict[int, _InFlightFetch] = {}
+        self._fetch_calls: dict[str, _FetchCall] = {}
         self._fetch_ids = itertools.count()
         self._wakeup = threading.Event()
         self._next_partition = 0
@@ -557,7 +576,7 @@ class Consumer:
         """Decode buffered batch bytes until some records are at or past the position
         (``limit`` or a little more: whole batches); False when none are left."""
         assert state.position is not None
-        while state.raw_pos < len(state.raw):
+        while state.raw_pos < state.raw_end:
             try:
                 records, next_offset, end = decode_consumer_records(
                     state.raw,
@@ -566,6 +585,7 @@ class Consumer:
                     state.position,
                     verify_crc=bool(self.config["check_crcs"]),
                     start=state.raw_pos,
+                    end=state.raw_end,
                     max_records=limit,
                 )
             except CorruptRecordError as e:
@@ -581,7 +601,7 @@ class Consumer:
                 return True
             # Only control batches (or records below the position): skip past them.
             state.position = max(state.position, next_offset)
-        state.raw, state.raw_pos = b"", 0
+        state.raw, state.raw_pos, state.raw_end = b"", 0, 0
         return False
 
     def _send_fetches(self) -> None:
@@ -625,13 +645,26 @@ class Consumer:
                         for p, offset in parts
                     ],
                 )
-            stub = fetch_pb2_grpc.FetchServiceStub(self._cluster.channel(address))
             timeout = (self.config["request_timeout_ms"] + self.config["fetch_max_wait_ms"]) / 1000
-            future = stub.Fetch.future(request, timeout=timeout)
+            future = self._fetch_call(address).future(request, timeout=timeout)
             for tp in offsets:
                 self._assignment[tp].fetching = True
             fetch_id = next(self._fetch_ids)
             self._in_flight[fetch_id] = _InFlightFetch(fetch_id, address, offsets, future)
+
+    def _fetch_call(self, address: str) -> _FetchCall:
+        """FetchService.Fetch on ``address``, answering (response bytes, the response read
+        in place by ``decode_fetch_response``): record batches are decoded from the response
+        bytes, never copied out of them."""
+        call = self._fetch_calls.get(address)
+        if call is None:
+            call = self._fetch_calls[address] = self._cluster.channel(address).unary_unary(
+                FETCH_METHOD,
+                request_serializer=fetch_pb2.FetchRequest.SerializeToString,
+                response_deserializer=_read_fetch_response,
+                _registered_method=True,  # type: ignore[call-arg]  # grpc's stubs lack it
+            )
+        return call
 
     def _await_fetches(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for an in-flight fetch and handle every finished one;
@@ -664,7 +697,7 @@ class Consumer:
             if state is not None:
                 state.fetching = False
         try:
-            response: fetch_pb2.FetchResponse = f.future.result()
+            data, (error_code, error_message, partitions) = f.future.result()
         except grpc.RpcError as e:
             _log.debug("fetch from %s failed: %s", f.address, e)
             backoff = time.monotonic() + self.config["retry_backoff_ms"] / 1000
@@ -675,23 +708,24 @@ class Consumer:
             with contextlib.suppress(KafkaError):
                 self._cluster.refresh({tp.topic for tp in f.offsets})
             return
-        if response.error_code:
-            raise error_for_code(response.error_code)(response.error_message)
+        err = error_from_wire(error_code, error_message)
+        if err is not None:
+            raise err
         stale_metadata: set[str] = set()
-        for t in response.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition)
-                state = self._assignment.get(tp)
-                fetched_at = f.offsets.get(tp)
-                if state is None or fetched_at is None or state.position != fetched_at:
-                    continue  # unassigned or moved by seek() while the fetch was out
-                if p.error_code:
-                    self._fetch_error(tp, state, p, stale_metadata)
-                    continue
-                state.high_watermark = p.high_watermark
-                if p.record_batches:
-                    state.clear()
-                    state.raw = p.record_batches
+        for topic, partition, p_error, p_message, high_watermark, _, _, start, end in partitions:
+            tp = TopicPartition(topic, partition)
+            state = self._assignment.get(tp)
+            fetched_at = f.offsets.get(tp)
+            if state is None or fetched_at is None or state.position != fetched_at:
+                continue  # unassigned or moved by seek() while the fetch was out
+            err = error_from_wire(p_error, p_message)
+            if err is not None:
+                self._fetch_error(tp, state, err, stale_metadata)
+                continue
+            state.high_watermark = high_watermark
+            if end > start:
+                state.clear()
+                state.raw, state.raw_pos, state.raw_end = data, start, end
         if stale_metadata:
             with contextlib.suppress(KafkaError):
                 self._cluster.refresh(stale_metadata)
@@ -700,10 +734,9 @@ class Consumer:
         self,
         tp: TopicPartition,
         state: _PartitionState,
-        p: fetch_pb2.FetchResponse.Partition,
+        err: KafkaError,
         stale_metadata: set[str],
     ) -> None:
-        err = error_for_code(p.error_code)(p.error_message)
         if isinstance(err, OffsetOutOfRangeError):
             if self._reset_default is None:
                 raise OffsetOutOfRangeError(

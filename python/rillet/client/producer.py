@@ -75,6 +75,7 @@ class _InFlight:
     tp: TopicPartition
     result: ProduceRequestResult
     records: ClosedBatch | None  # None: closing the batch failed
+    count: int  # records in the batch
     reserved: int
     created_ms: int
     attempts: int = 0
@@ -378,13 +379,13 @@ class Producer:
             drained = self._accumulator.drain(ready, self._max_request_size) if ready else []
             batches = list(due)
             broken: list[tuple[_InFlight, BaseException]] = []
-            for slot, tp, result, records, _count, reserved, created_ms in drained:
+            for slot, tp, result, records, count, reserved, created_ms in drained:
+                closed = None if isinstance(records, BaseException) else records
+                b = _InFlight(slot, tp, result, closed, count, reserved, created_ms)
                 if isinstance(records, BaseException):
-                    broken.append(
-                        (_InFlight(slot, tp, result, None, reserved, created_ms), records)
-                    )
+                    broken.append((b, records))
                 else:
-                    batches.append(_InFlight(slot, tp, result, records, reserved, created_ms))
+                    batches.append(b)
             with self._lock:
                 self._in_flight += len(drained)
                 self._draining = False
@@ -425,13 +426,19 @@ class Producer:
             by_leader[address].append(b)
         timeout_ms = int(self.config["request_timeout_ms"])
         for address, group in by_leader.items():
-            topics: dict[str, list[tuple[int, ClosedBatch]]] = {}
+            # A partition's batches (a retry first, then newer ones) go one after the other
+            # in its one entry: a request names each partition once.
+            topics: dict[str, dict[int, list[ClosedBatch]]] = {}
             for b in group:
                 assert b.records is not None  # batches that failed to close are not sent
-                topics.setdefault(b.tp.topic, []).append((b.tp.partition, b.records))
+                topics.setdefault(b.tp.topic, {}).setdefault(b.tp.partition, []).append(b.records)
             # The request's wire bytes come from Rust, one copy of each batch; the call sends
             # them as they are.
-            request = encode_produce_request(self._acks, timeout_ms, list(topics.items()))
+            request = encode_produce_request(
+                self._acks,
+                timeout_ms,
+                [(topic, list(parts.items())) for topic, parts in topics.items()],
+            )
             with self._lock:
                 self._in_flight_requests += 1
             future = self._produce_call(address).future(request, timeout=timeout_ms / 1000 + 5)
@@ -463,6 +470,9 @@ class Producer:
                 for t in response.topics
                 for p in t.partitions
             }
+            # A partition's batches were appended together: each starts where the one before
+            # it in the request ended.
+            offset_delta: dict[TopicPartition, int] = {}
             for b in group:
                 r = results.get(b.tp)
                 if r is None:
@@ -474,7 +484,9 @@ class Producer:
                     else:
                         self._fail(b, err)
                 else:
-                    self._complete(b, r)
+                    delta = offset_delta.get(b.tp, 0)
+                    offset_delta[b.tp] = delta + b.count
+                    self._complete(b, r, delta)
         except Exception as e:  # a user callback or interceptor must not wedge the producer
             _log.exception("handling a produce response failed")
             for b in group:
@@ -483,11 +495,15 @@ class Producer:
         finally:
             self._done_with(group, request=True)
 
-    def _complete(self, b: _InFlight, r: produce_pb2.ProduceResponse.Partition) -> None:
+    def _complete(
+        self, b: _InFlight, r: produce_pb2.ProduceResponse.Partition, offset_delta: int
+    ) -> None:
         self._accumulator.release(b.reserved)
         self._notify_memory()
-        acked = self._acks != 0
-        b.result.complete(r.base_offset if acked else -1, r.log_append_time_ms, r.log_start_offset)
+        acked = self._acks != 0 and r.base_offset >= 0
+        b.result.complete(
+            r.base_offset + offset_delta if acked else -1, r.log_append_time_ms, r.log_start_offset
+        )
         for interceptor in self._interceptors:
             on_ack = getattr(interceptor, "on_acknowledgement", None)
             if on_ack is not None:

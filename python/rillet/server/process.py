@@ -44,7 +44,6 @@ from rillet.protocol import (
     admin_pb2,
     admin_pb2_grpc,
     fetch_pb2,
-    fetch_pb2_grpc,
     metadata_pb2,
     metadata_pb2_grpc,
     produce_pb2,
@@ -56,7 +55,7 @@ from rillet.protocol.errors import error_to_wire
 from rillet.raft import RaftConfig, RaftNode
 from rillet.server.admin_api import AdminServicer
 from rillet.server.controller_service import ControllerService
-from rillet.server.data_plane import FetchServicer, ProduceServicer
+from rillet.server.data_plane import FetchServicer, ProduceServicer, add_fetch_servicer
 from rillet.server.metadata_api import MetadataServicer
 from rillet.server.metadata_log import FileQuorumStateStore, MetadataLog
 from rillet.server.quorum import QuorumDriver, QuorumServicer
@@ -316,7 +315,7 @@ class RilletServer:
             produce_pb2_grpc.add_ProduceServiceServicer_to_server(
                 ProduceServicer(self.replicas, _now_ms), server
             )
-            fetch_pb2_grpc.add_FetchServiceServicer_to_server(FetchServicer(self.replicas), server)
+            add_fetch_servicer(FetchServicer(self.replicas), server)
             metadata_pb2_grpc.add_MetadataServiceServicer_to_server(
                 MetadataServicer(
                     lambda: publisher.image,

@@ -1,27 +1,51 @@
-//! Protobuf wire encoding of `rillet.v1.ProduceRequest` (proto/rillet/v1/produce.proto) for
-//! the producer's hot path: the request is written straight into its final buffer, so each
-//! record batch is copied once, instead of into a message, then into its serialization.
+//! Protobuf wire encoding of the messages that carry record batches (proto/rillet/v1), for
+//! the hot paths: a message is written straight into its final buffer and read in place, so
+//! record batches are copied once (into the request or response) and never out again.
 //!
-//! Only the fields the producer sends with batch bytes are written, in field-number order and
-//! without proto3 defaults, as the generated encoders do:
+//! * `ProduceRequest`, written by the producer:
 //!
-//! ```text
-//! ProduceRequest   1 acks int32, 2 timeout_ms int32, 3 transactional_id string (optional),
-//!                  4 topics repeated Topic
-//! Topic            1 name string, 2 partitions repeated Partition
-//! Partition        1 partition int32, 2 record_batches bytes
-//! ```
+//!   ```text
+//!   ProduceRequest   1 acks int32, 2 timeout_ms int32, 3 transactional_id string (optional),
+//!                    4 topics repeated Topic
+//!   Topic            1 name string, 2 partitions repeated Partition
+//!   Partition        1 partition int32, 2 record_batches bytes
+//!   ```
 //!
-//! The Python tests parse what this writes with the generated `ProduceRequest` class.
+//! * `FetchResponse`, written by the broker (record batches read from the log straight into
+//!   place) and read by the consumer (batches located, not copied):
+//!
+//!   ```text
+//!   FetchResponse    1 throttle_time_ms int32, 2 error_code, 3 error_message string,
+//!                    4 topics repeated Topic
+//!   Topic            1 name string, 2 partitions repeated Partition
+//!   Partition        1 partition int32, 2 error_code, 3 error_message string,
+//!                    4 high_watermark int64, 5 last_stable_offset int64,
+//!                    6 log_start_offset int64, 7 diverging_epoch EpochEndOffset,
+//!                    10 preferred_read_replica int32, 11 record_batches bytes
+//!   EpochEndOffset   1 epoch int32, 2 end_offset int64
+//!   ```
+//!
+//!   The reader skips the fields it does not list (current_leader, aborted_transactions and
+//!   structured records, which a consumer that asks for batches is not sent).
+//!
+//! Fields are written in field-number order without proto3 defaults, as the generated
+//! encoders do; the Python tests compare both directions with the generated classes.
+
+use std::ops::Range;
+
+use crate::error::{Error, Result};
 
 const WIRE_VARINT: u32 = 0;
+const WIRE_I64: u32 = 1;
 const WIRE_LEN: u32 = 2;
+const WIRE_I32: u32 = 5;
 
-/// One partition's batches in a produce request.
-#[derive(Debug, Clone, Copy)]
+/// One partition's batches in a produce request: `record_batches` are written one after
+/// the other into the partition's one `record_batches` field, in order.
+#[derive(Debug, Clone)]
 pub struct PartitionData<'a> {
     pub partition: i32,
-    pub record_batches: &'a [u8],
+    pub record_batches: Vec<&'a [u8]>,
 }
 
 /// One topic's partitions in a produce request.
@@ -67,6 +91,22 @@ fn int32_field_len(field: u32, v: i32) -> usize {
     }
 }
 
+fn int64_field_len(field: u32, v: i64) -> usize {
+    if v == 0 {
+        0
+    } else {
+        key_len(field) + varint_len(v as u64)
+    }
+}
+
+fn string_field_len(field: u32, s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        len_field_len(field, s.len())
+    }
+}
+
 struct Writer<'b> {
     buf: &'b mut [u8],
     pos: usize,
@@ -94,6 +134,19 @@ impl Writer<'_> {
         }
     }
 
+    fn int64_field(&mut self, field: u32, v: i64) {
+        if v != 0 {
+            self.key(field, WIRE_VARINT);
+            self.varint(v as u64);
+        }
+    }
+
+    fn string_field(&mut self, field: u32, s: &str) {
+        if !s.is_empty() {
+            self.bytes_field(field, s.as_bytes());
+        }
+    }
+
     fn len_prefix(&mut self, field: u32, len: usize) {
         self.key(field, WIRE_LEN);
         self.varint(len as u64);
@@ -107,12 +160,13 @@ impl Writer<'_> {
 }
 
 impl PartitionData<'_> {
+    fn batches_len(&self) -> usize {
+        self.record_batches.iter().map(|b| b.len()).sum()
+    }
+
     fn body_len(&self) -> usize {
-        let batches = if self.record_batches.is_empty() {
-            0
-        } else {
-            len_field_len(2, self.record_batches.len())
-        };
+        let n = self.batches_len();
+        let batches = if n == 0 { 0 } else { len_field_len(2, n) };
         int32_field_len(1, self.partition) + batches
     }
 }
@@ -164,8 +218,13 @@ impl ProduceRequest<'_> {
             for p in &t.partitions {
                 w.len_prefix(2, p.body_len());
                 w.int32_field(1, p.partition);
-                if !p.record_batches.is_empty() {
-                    w.bytes_field(2, p.record_batches);
+                let n = p.batches_len();
+                if n > 0 {
+                    w.len_prefix(2, n);
+                    for b in &p.record_batches {
+                        w.buf[w.pos..w.pos + b.len()].copy_from_slice(b);
+                        w.pos += b.len();
+                    }
                 }
             }
         }
@@ -176,6 +235,292 @@ impl ProduceRequest<'_> {
         let mut out = vec![0u8; self.encoded_len()];
         self.encode_into(&mut out);
         out
+    }
+}
+
+// --------------------------------------------------------------------------- FetchResponse
+
+/// One partition of a `FetchResponse`. When written, `record_batches` is the length of the
+/// batch bytes that the writer's `fill` puts in place; when read, it is their byte range in
+/// the response.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FetchedPartition<'a> {
+    pub partition: i32,
+    pub error_code: i32,
+    pub error_message: &'a str,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    /// (epoch, end offset) when the fetching follower's log diverged (KIP-320).
+    pub diverging_epoch: Option<(i32, i64)>,
+    pub preferred_read_replica: i32,
+    pub record_batches: Range<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FetchedTopic<'a> {
+    pub name: &'a str,
+    pub partitions: Vec<FetchedPartition<'a>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FetchResponse<'a> {
+    pub throttle_time_ms: i32,
+    pub error_code: i32,
+    pub error_message: &'a str,
+    pub topics: Vec<FetchedTopic<'a>>,
+}
+
+fn epoch_body_len(epoch: (i32, i64)) -> usize {
+    int32_field_len(1, epoch.0) + int64_field_len(2, epoch.1)
+}
+
+impl FetchedPartition<'_> {
+    fn batches_len(&self) -> usize {
+        self.record_batches.end - self.record_batches.start
+    }
+
+    fn body_len(&self) -> usize {
+        let batches = self.batches_len();
+        int32_field_len(1, self.partition)
+            + int32_field_len(2, self.error_code)
+            + string_field_len(3, self.error_message)
+            + int64_field_len(4, self.high_watermark)
+            + int64_field_len(5, self.last_stable_offset)
+            + int64_field_len(6, self.log_start_offset)
+            + self
+                .diverging_epoch
+                .map_or(0, |e| len_field_len(7, epoch_body_len(e)))
+            + int32_field_len(10, self.preferred_read_replica)
+            + if batches == 0 {
+                0
+            } else {
+                len_field_len(11, batches)
+            }
+    }
+}
+
+impl FetchedTopic<'_> {
+    fn body_len(&self) -> usize {
+        string_field_len(1, self.name)
+            + self
+                .partitions
+                .iter()
+                .map(|p| len_field_len(2, p.body_len()))
+                .sum::<usize>()
+    }
+}
+
+impl<'a> FetchResponse<'a> {
+    pub fn encoded_len(&self) -> usize {
+        int32_field_len(1, self.throttle_time_ms)
+            + int32_field_len(2, self.error_code)
+            + string_field_len(3, self.error_message)
+            + self
+                .topics
+                .iter()
+                .map(|t| len_field_len(4, t.body_len()))
+                .sum::<usize>()
+    }
+
+    /// Write the response into `buf` (exactly [`Self::encoded_len`] bytes). For each
+    /// partition with batch bytes, `fill(topic index, partition index, slice)` writes them
+    /// into their place.
+    pub fn encode_into(
+        &self,
+        buf: &mut [u8],
+        mut fill: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        assert_eq!(buf.len(), self.encoded_len(), "buffer of the wrong size");
+        let mut w = Writer { buf, pos: 0 };
+        w.int32_field(1, self.throttle_time_ms);
+        w.int32_field(2, self.error_code);
+        w.string_field(3, self.error_message);
+        for (ti, t) in self.topics.iter().enumerate() {
+            w.len_prefix(4, t.body_len());
+            w.string_field(1, t.name);
+            for (pi, p) in t.partitions.iter().enumerate() {
+                w.len_prefix(2, p.body_len());
+                w.int32_field(1, p.partition);
+                w.int32_field(2, p.error_code);
+                w.string_field(3, p.error_message);
+                w.int64_field(4, p.high_watermark);
+                w.int64_field(5, p.last_stable_offset);
+                w.int64_field(6, p.log_start_offset);
+                if let Some(e) = p.diverging_epoch {
+                    w.len_prefix(7, epoch_body_len(e));
+                    w.int32_field(1, e.0);
+                    w.int64_field(2, e.1);
+                }
+                w.int32_field(10, p.preferred_read_replica);
+                let n = p.batches_len();
+                if n > 0 {
+                    w.len_prefix(11, n);
+                    fill(ti, pi, &mut w.buf[w.pos..w.pos + n])?;
+                    w.pos += n;
+                }
+            }
+        }
+        debug_assert_eq!(w.pos, w.buf.len());
+        Ok(())
+    }
+
+    /// Read a response in place: strings borrow from `buf`, batches are byte ranges of it.
+    pub fn decode(buf: &'a [u8]) -> Result<FetchResponse<'a>> {
+        let mut out = FetchResponse::default();
+        let mut r = Reader::new(buf, 0..buf.len());
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1, WIRE_VARINT) => out.throttle_time_ms = r.int32()?,
+                (2, WIRE_VARINT) => out.error_code = r.int32()?,
+                (3, WIRE_LEN) => out.error_message = r.string()?,
+                (4, WIRE_LEN) => {
+                    let range = r.len_delimited()?;
+                    out.topics.push(decode_topic(buf, range)?);
+                }
+                _ => r.skip(wire)?,
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn decode_topic(buf: &[u8], range: Range<usize>) -> Result<FetchedTopic<'_>> {
+    let mut t = FetchedTopic::default();
+    let mut r = Reader::new(buf, range);
+    while let Some((field, wire)) = r.key()? {
+        match (field, wire) {
+            (1, WIRE_LEN) => t.name = r.string()?,
+            (2, WIRE_LEN) => {
+                let range = r.len_delimited()?;
+                t.partitions.push(decode_partition(buf, range)?);
+            }
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(t)
+}
+
+fn decode_partition(buf: &[u8], range: Range<usize>) -> Result<FetchedPartition<'_>> {
+    let mut p = FetchedPartition {
+        record_batches: range.start..range.start,
+        ..FetchedPartition::default()
+    };
+    let mut r = Reader::new(buf, range);
+    while let Some((field, wire)) = r.key()? {
+        match (field, wire) {
+            (1, WIRE_VARINT) => p.partition = r.int32()?,
+            (2, WIRE_VARINT) => p.error_code = r.int32()?,
+            (3, WIRE_LEN) => p.error_message = r.string()?,
+            (4, WIRE_VARINT) => p.high_watermark = r.varint()? as i64,
+            (5, WIRE_VARINT) => p.last_stable_offset = r.varint()? as i64,
+            (6, WIRE_VARINT) => p.log_start_offset = r.varint()? as i64,
+            (7, WIRE_LEN) => {
+                // Fields of a repeated embedded message merge.
+                let mut e = p.diverging_epoch.unwrap_or((0, 0));
+                let mut er = Reader::new(buf, r.len_delimited()?);
+                while let Some((f, w)) = er.key()? {
+                    match (f, w) {
+                        (1, WIRE_VARINT) => e.0 = er.int32()?,
+                        (2, WIRE_VARINT) => e.1 = er.varint()? as i64,
+                        _ => er.skip(w)?,
+                    }
+                }
+                p.diverging_epoch = Some(e);
+            }
+            (10, WIRE_VARINT) => p.preferred_read_replica = r.int32()?,
+            (11, WIRE_LEN) => p.record_batches = r.len_delimited()?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(p)
+}
+
+/// Bounds-checked reading of protobuf wire data in `buf[range]`.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    end: usize,
+}
+
+fn malformed(what: &str) -> Error {
+    Error::corrupt(format!("malformed protobuf message: {what}"))
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8], range: Range<usize>) -> Self {
+        Reader {
+            buf,
+            pos: range.start,
+            end: range.end,
+        }
+    }
+
+    fn varint(&mut self) -> Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            if self.pos >= self.end {
+                return Err(malformed("truncated varint"));
+            }
+            let b = self.buf[self.pos];
+            self.pos += 1;
+            if shift == 63 && b > 1 {
+                return Err(malformed("varint overflows 64 bits"));
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(malformed("varint longer than 10 bytes"))
+    }
+
+    fn int32(&mut self) -> Result<i32> {
+        Ok(self.varint()? as i64 as i32)
+    }
+
+    /// The next field's (number, wire type), or None at the end.
+    fn key(&mut self) -> Result<Option<(u32, u32)>> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let k = self.varint()?;
+        let field = k >> 3;
+        if field == 0 || field > u32::MAX as u64 >> 3 {
+            return Err(malformed("bad field number"));
+        }
+        Ok(Some((field as u32, (k & 7) as u32)))
+    }
+
+    fn len_delimited(&mut self) -> Result<Range<usize>> {
+        let n = self.varint()?;
+        let remaining = (self.end - self.pos) as u64;
+        if n > remaining {
+            return Err(malformed("length past the end of the message"));
+        }
+        let start = self.pos;
+        self.pos += n as usize;
+        Ok(start..self.pos)
+    }
+
+    fn string(&mut self) -> Result<&'a str> {
+        let range = self.len_delimited()?;
+        std::str::from_utf8(&self.buf[range]).map_err(|_| malformed("a string is not UTF-8"))
+    }
+
+    fn skip(&mut self, wire: u32) -> Result<()> {
+        let n = match wire {
+            WIRE_VARINT => return self.varint().map(drop),
+            WIRE_I64 => 8,
+            WIRE_LEN => return self.len_delimited().map(drop),
+            WIRE_I32 => 4,
+            _ => return Err(malformed("unsupported wire type")),
+        };
+        if self.end - self.pos < n {
+            return Err(malformed("truncated fixed-width field"));
+        }
+        self.pos += n;
+        Ok(())
     }
 }
 
@@ -212,11 +557,11 @@ mod tests {
                 partitions: vec![
                     PartitionData {
                         partition: 0,
-                        record_batches: &batch,
+                        record_batches: vec![&batch],
                     },
                     PartitionData {
                         partition: 2,
-                        record_batches: &batch,
+                        record_batches: vec![&batch[..1], &batch[1..]],
                     },
                 ],
             }],
@@ -244,12 +589,114 @@ mod tests {
                 name: "topic",
                 partitions: vec![PartitionData {
                     partition: 5,
-                    record_batches: &batch,
+                    record_batches: vec![&batch],
                 }],
             }],
         };
         let out = req.encode();
         assert_eq!(out.len(), req.encoded_len());
         assert!(out.ends_with(&batch));
+    }
+
+    fn sample_response() -> (FetchResponse<'static>, Vec<Vec<u8>>) {
+        let batches = vec![vec![1u8; 5], vec![], vec![9u8; 200]];
+        let part = |partition: i32, len: usize| FetchedPartition {
+            partition,
+            high_watermark: 1_000_000_000_000,
+            last_stable_offset: 17,
+            log_start_offset: 3,
+            preferred_read_replica: -1,
+            record_batches: 0..len,
+            ..FetchedPartition::default()
+        };
+        let response = FetchResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            error_message: "",
+            topics: vec![
+                FetchedTopic {
+                    name: "t",
+                    partitions: vec![part(0, 5), part(1, 0)],
+                },
+                FetchedTopic {
+                    name: "other",
+                    partitions: vec![FetchedPartition {
+                        error_code: -1,
+                        error_message: "boom",
+                        diverging_epoch: Some((4, 99)),
+                        ..part(7, 200)
+                    }],
+                },
+            ],
+        };
+        (response, batches)
+    }
+
+    #[test]
+    fn fetch_responses_round_trip() {
+        let (response, batches) = sample_response();
+        let mut buf = vec![0u8; response.encoded_len()];
+        let mut k = 0;
+        response
+            .encode_into(&mut buf, |_, _, slot| {
+                while batches[k].is_empty() {
+                    k += 1;
+                }
+                slot.copy_from_slice(&batches[k]);
+                k += 1;
+                Ok(())
+            })
+            .unwrap();
+        let back = FetchResponse::decode(&buf).unwrap();
+        assert_eq!(back.topics.len(), 2);
+        for (t, want) in back.topics.iter().zip(&response.topics) {
+            assert_eq!(t.name, want.name);
+            for (p, w) in t.partitions.iter().zip(&want.partitions) {
+                let got = &buf[p.record_batches.clone()];
+                assert_eq!(got.len(), w.record_batches.len());
+                assert_eq!(
+                    (
+                        p.partition,
+                        p.error_code,
+                        p.error_message,
+                        p.diverging_epoch
+                    ),
+                    (
+                        w.partition,
+                        w.error_code,
+                        w.error_message,
+                        w.diverging_epoch
+                    )
+                );
+                assert_eq!(
+                    (p.high_watermark, p.last_stable_offset, p.log_start_offset),
+                    (w.high_watermark, w.last_stable_offset, w.log_start_offset)
+                );
+                assert_eq!(p.preferred_read_replica, -1);
+            }
+        }
+        assert_eq!(
+            &buf[back.topics[1].partitions[0].record_batches.clone()],
+            &batches[2][..]
+        );
+    }
+
+    #[test]
+    fn fetch_decode_refuses_every_truncation_without_panicking() {
+        let (response, _) = sample_response();
+        let mut buf = vec![0u8; response.encoded_len()];
+        response
+            .encode_into(&mut buf, |_, _, slot| {
+                slot.fill(7);
+                Ok(())
+            })
+            .unwrap();
+        for cut in 0..buf.len() {
+            // A cut at a field boundary of the top-level message is a valid shorter message.
+            let _ = FetchResponse::decode(&buf[..cut]);
+        }
+        assert!(FetchResponse::decode(&[0x22, 0x05, 0x0a]).is_err());
+        assert!(FetchResponse::decode(&[0xff; 11]).is_err());
+        assert!(FetchResponse::decode(&[0x0b]).is_err()); // wire type 3 (groups)
     }
 }

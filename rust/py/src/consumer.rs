@@ -13,28 +13,52 @@ use crate::gil;
 /// One fetched record, with kafka-python's field names. `timestamp_type` is 0 (CreateTime)
 /// or 1 (LogAppendTime); `checksum` is always None (RecordBatch v2 has one CRC per batch).
 /// `key`, `value` and `headers` are writable so a deserializer can replace them.
-#[pyclass(module = "rillet._core", get_all)]
+#[pyclass(module = "rillet._core")]
 pub struct ConsumerRecord {
+    #[pyo3(get)]
     topic: Py<PyString>,
+    #[pyo3(get)]
     partition: i32,
+    #[pyo3(get)]
     leader_epoch: Option<i32>,
+    #[pyo3(get)]
     offset: i64,
+    #[pyo3(get)]
     timestamp: i64,
+    #[pyo3(get)]
     timestamp_type: i32,
-    #[pyo3(set)]
+    #[pyo3(get, set)]
     key: PyObject,
-    #[pyo3(set)]
+    #[pyo3(get, set)]
     value: PyObject,
-    #[pyo3(set)]
-    headers: PyObject,
+    /// A record without headers gets its (empty) list when first asked: most have none, and
+    /// a list for each would cost an allocation and garbage-collector work per record.
+    headers: Option<PyObject>,
+    #[pyo3(get)]
     checksum: Option<i64>,
+    #[pyo3(get)]
     serialized_key_size: i64,
+    #[pyo3(get)]
     serialized_value_size: i64,
+    #[pyo3(get)]
     serialized_header_size: i64,
 }
 
 #[pymethods]
 impl ConsumerRecord {
+    /// [(key, value)], key a str and value bytes or None.
+    #[getter]
+    fn headers(&mut self, py: Python<'_>) -> PyObject {
+        self.headers
+            .get_or_insert_with(|| PyList::empty(py).into_any().unbind())
+            .clone_ref(py)
+    }
+
+    #[setter]
+    fn set_headers(&mut self, headers: PyObject) {
+        self.headers = Some(headers);
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "ConsumerRecord(topic={}, partition={}, leader_epoch={}, offset={}, timestamp={}, \
@@ -49,7 +73,10 @@ impl ConsumerRecord {
             self.timestamp_type,
             self.key.bind(py).repr()?,
             self.value.bind(py).repr()?,
-            self.headers.bind(py).repr()?,
+            self.headers.as_ref().map_or(Ok("[]".into()), |h| h
+                .bind(py)
+                .repr()
+                .map(|r| r.to_string()))?,
             self.serialized_key_size,
             self.serialized_value_size,
             self.serialized_header_size,
@@ -57,7 +84,8 @@ impl ConsumerRecord {
     }
 }
 
-/// Decode fetched batches from byte `start` of `data` into records at or after
+/// Decode fetched batches in bytes `start..end` of `data` (to its end by default; a fetch
+/// response read with `decode_fetch_response` gives the range) into records at or after
 /// `from_offset`, skipping control batches, stopping after the batch that reaches
 /// `max_records` (whole batches only, so a compressed batch is decompressed once). Returns
 /// the records, the offset to fetch next (after the last decoded batch; `from_offset` when
@@ -66,7 +94,7 @@ impl ConsumerRecord {
 /// batch raises CorruptRecordError.
 #[pyfunction]
 #[pyo3(signature = (data, topic, partition, from_offset, *, verify_crc = true, start = 0,
-    max_records = None))]
+    end = None, max_records = None))]
 #[allow(clippy::too_many_arguments)]
 fn decode_consumer_records(
     py: Python<'_>,
@@ -76,15 +104,17 @@ fn decode_consumer_records(
     from_offset: i64,
     verify_crc: bool,
     start: usize,
+    end: Option<usize>,
     max_records: Option<usize>,
 ) -> PyResult<(Py<PyList>, i64, usize)> {
-    let data = data.get(start..).unwrap_or_default();
+    let end = end.unwrap_or(data.len()).min(data.len());
+    let data = data.get(start..end).unwrap_or_default();
     let limit = max_records.unwrap_or(usize::MAX);
     let batches = gil::run(py, data.len() > gil::RELEASE_DECODE_ABOVE_BYTES, || {
         decode_batches_up_to(data, verify_crc, true, limit)
     })
     .py()?;
-    let end = batches
+    let decoded_to = batches
         .last()
         .map_or(0, |b| b.position + b.header.size_in_bytes());
     let topic = topic.unbind();
@@ -107,17 +137,22 @@ fn decode_consumer_records(
             if r.offset < from_offset {
                 continue;
             }
-            let headers = PyList::empty(py);
             let mut header_size = 0i64;
-            for hd in &r.headers {
-                header_size += (hd.key.len() + hd.value.map_or(0, <[u8]>::len)) as i64;
-                let k = PyString::new(py, &String::from_utf8_lossy(hd.key)).into_any();
-                let v = hd.value.map_or_else(
-                    || py.None().into_bound(py),
-                    |v| PyBytes::new(py, v).into_any(),
-                );
-                headers.append(PyTuple::new(py, [k, v])?)?;
-            }
+            let headers = if r.headers.is_empty() {
+                None
+            } else {
+                let list = PyList::empty(py);
+                for hd in &r.headers {
+                    header_size += (hd.key.len() + hd.value.map_or(0, <[u8]>::len)) as i64;
+                    let k = PyString::new(py, &String::from_utf8_lossy(hd.key)).into_any();
+                    let v = hd.value.map_or_else(
+                        || py.None().into_bound(py),
+                        |v| PyBytes::new(py, v).into_any(),
+                    );
+                    list.append(PyTuple::new(py, [k, v])?)?;
+                }
+                Some(list.into_any().unbind())
+            };
             let bytes_or_none = |b: Option<&[u8]>| -> PyObject {
                 b.map_or_else(|| py.None(), |b| PyBytes::new(py, b).into_any().unbind())
             };
@@ -130,7 +165,7 @@ fn decode_consumer_records(
                 timestamp_type: ts_type,
                 key: bytes_or_none(r.key),
                 value: bytes_or_none(r.value),
-                headers: headers.into_any().unbind(),
+                headers,
                 checksum: None,
                 serialized_key_size: r.key.map_or(-1, |k| k.len() as i64),
                 serialized_value_size: r.value.map_or(-1, |v| v.len() as i64),
@@ -139,7 +174,7 @@ fn decode_consumer_records(
             out.append(Py::new(py, rec)?)?;
         }
     }
-    Ok((out.unbind(), next, start + end))
+    Ok((out.unbind(), next, start + decoded_to))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

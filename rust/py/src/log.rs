@@ -187,7 +187,7 @@ impl RecoveryInfo {
 /// The result of a read: whole batches as file regions (Kafka's `FetchDataInfo`).
 #[pyclass(module = "rillet._core", frozen)]
 pub struct FetchDataInfo {
-    inner: CoreFetch,
+    pub(crate) inner: CoreFetch,
 }
 
 #[pymethods]

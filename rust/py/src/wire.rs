@@ -1,16 +1,21 @@
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
-use rillet_core::wire::{PartitionData, ProduceRequest, TopicData};
+use pyo3::types::{PyBytes, PyString};
+use rillet_core::wire::{
+    FetchResponse, FetchedPartition, FetchedTopic, PartitionData, ProduceRequest, TopicData,
+};
 
 use crate::accumulator::ClosedBatch;
+use crate::errors::IntoPyResult;
 use crate::gil;
+use crate::log::FetchDataInfo;
 
-/// (topic, [(partition, batch)]) as Python passes it.
-type TopicBatches = (String, Vec<(i32, Py<ClosedBatch>)>);
+/// (topic, [(partition, [batch, ...])]) as Python passes it.
+type TopicBatches = (String, Vec<(i32, Vec<Py<ClosedBatch>>)>);
 
 /// The wire bytes of a `rillet.v1.ProduceRequest` carrying `topics`: [(topic, [(partition,
-/// ClosedBatch)])]. Each batch is copied once, into the returned bytes, with the GIL released
-/// for large requests; a gRPC call sends them as they are.
+/// [ClosedBatch, ...])])], a partition's batches one after the other in its
+/// `record_batches`. Each batch is copied once, into the returned bytes, with the GIL
+/// released for large requests; a gRPC call sends them as they are.
 #[pyfunction]
 #[pyo3(signature = (acks, timeout_ms, topics, transactional_id = None))]
 fn encode_produce_request<'py>(
@@ -30,9 +35,9 @@ fn encode_produce_request<'py>(
                 name,
                 partitions: partitions
                     .iter()
-                    .map(|(partition, batch)| PartitionData {
+                    .map(|(partition, batches)| PartitionData {
                         partition: *partition,
-                        record_batches: &batch.get().records,
+                        record_batches: batches.iter().map(|b| &b.get().records[..]).collect(),
                     })
                     .collect(),
             })
@@ -47,6 +52,119 @@ fn encode_produce_request<'py>(
     })
 }
 
+/// One partition of a fetch response as the broker gives it: (partition, error code, error
+/// message, high watermark, last stable offset, log start offset, diverging epoch as (epoch,
+/// end offset) or None, preferred read replica, the read's FetchDataInfo or None).
+type PartitionOut = (
+    i32,
+    i32,
+    String,
+    i64,
+    i64,
+    i64,
+    Option<(i32, i64)>,
+    i32,
+    Option<Py<FetchDataInfo>>,
+);
+
+/// The wire bytes of a `rillet.v1.FetchResponse` for `topics`: [(topic, [PartitionOut])].
+/// Each partition's batches are read from the log's files straight into their place in the
+/// response (one copy from the page cache), with the GIL released for large responses.
+#[pyfunction]
+#[pyo3(signature = (topics, error_code = 0, error_message = String::new(), throttle_time_ms = 0))]
+fn encode_fetch_response<'py>(
+    py: Python<'py>,
+    topics: Vec<(String, Vec<PartitionOut>)>,
+    error_code: i32,
+    error_message: String,
+    throttle_time_ms: i32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let response = FetchResponse {
+        throttle_time_ms,
+        error_code,
+        error_message: &error_message,
+        topics: topics
+            .iter()
+            .map(|(name, partitions)| FetchedTopic {
+                name,
+                partitions: partitions
+                    .iter()
+                    .map(|p| FetchedPartition {
+                        partition: p.0,
+                        error_code: p.1,
+                        error_message: &p.2,
+                        high_watermark: p.3,
+                        last_stable_offset: p.4,
+                        log_start_offset: p.5,
+                        diverging_epoch: p.6,
+                        preferred_read_replica: p.7,
+                        record_batches: 0..p
+                            .8
+                            .as_ref()
+                            .map_or(0, |d| d.get().inner.size() as usize),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    let len = response.encoded_len();
+    PyBytes::new_with(py, len, |buf| {
+        gil::run(py, len > gil::RELEASE_COPY_ABOVE_BYTES, || {
+            response.encode_into(buf, |ti, pi, slot| {
+                let data = topics[ti].1[pi]
+                    .8
+                    .as_ref()
+                    .expect("a partition with batches");
+                let mut at = 0;
+                for region in &data.get().inner.regions {
+                    let n = region.length as usize;
+                    region.read_exact_into(&mut slot[at..at + n])?;
+                    at += n;
+                }
+                Ok(())
+            })
+        })
+        .py()
+    })
+}
+
+/// One partition of a fetch response as the consumer reads it: (topic, partition, error
+/// code, error message, high watermark, last stable offset, log start offset, start and end
+/// of its record batches in the response bytes).
+type PartitionIn = (Py<PyString>, i32, i32, String, i64, i64, i64, usize, usize);
+
+/// Read a `rillet.v1.FetchResponse` in place: (error code, error message, [PartitionIn]).
+/// Batches are located, not copied; decode them with `decode_consumer_records(data, ...,
+/// start=, end=)`. Malformed bytes raise CorruptRecordError.
+#[pyfunction]
+fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<(i32, String, Vec<PartitionIn>)> {
+    let response = FetchResponse::decode(data).py()?;
+    let mut partitions = Vec::new();
+    for t in &response.topics {
+        let name = PyString::new(py, t.name).unbind();
+        for p in &t.partitions {
+            partitions.push((
+                name.clone_ref(py),
+                p.partition,
+                p.error_code,
+                p.error_message.to_string(),
+                p.high_watermark,
+                p.last_stable_offset,
+                p.log_start_offset,
+                p.record_batches.start,
+                p.record_batches.end,
+            ));
+        }
+    }
+    Ok((
+        response.error_code,
+        response.error_message.to_string(),
+        partitions,
+    ))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(encode_produce_request, m)?)
+    m.add_function(wrap_pyfunction!(encode_produce_request, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_fetch_response, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_fetch_response, m)?)
 }

@@ -171,10 +171,12 @@ def test_encoded_produce_requests_parse_with_the_generated_code() -> None:
         acc.send("a", b"k%d" % i, b"v" * (i * 50))
     acc.send("bb", None, b"x" * 300_000, None, 0)
     drained = acc.drain(acc.ready(flush=True)[0], 1 << 30)
-    topics: dict[str, list[tuple[int, ClosedBatch]]] = {}
+    topics: dict[str, list[tuple[int, list[ClosedBatch]]]] = {}
     for _, tp, _, batch, _, _, _ in drained:
         assert isinstance(batch, ClosedBatch) and len(batch) == len(bytes(batch))
-        topics.setdefault(tp.topic, []).append((tp.partition, batch))
+        topics.setdefault(tp.topic, []).append((tp.partition, [batch]))
+    # A partition's batches go one after the other into its record_batches.
+    topics["bb"][0][1].extend(topics["a"][0][1])
     for acks, tx in ((1, None), (-1, "tx-1"), (0, None)):
         wire = encode_produce_request(acks, 30_000, list(topics.items()), tx)
         want = produce_pb2.ProduceRequest(acks=acks, timeout_ms=30_000)
@@ -182,7 +184,8 @@ def test_encoded_produce_requests_parse_with_the_generated_code() -> None:
             want.transactional_id = tx
         for name, parts in topics.items():
             t = want.topics.add(name=name)
-            for partition, batch in parts:
-                t.partitions.add(partition=partition, record_batches=bytes(batch))
+            for partition, batches in parts:
+                joined = b"".join(bytes(b) for b in batches)
+                t.partitions.add(partition=partition, record_batches=joined)
         assert produce_pb2.ProduceRequest.FromString(wire) == want
         assert wire == want.SerializeToString()  # the same bytes as the generated encoder

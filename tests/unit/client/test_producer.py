@@ -125,3 +125,16 @@ def test_auto_created_topic_and_partitions_for(broker: MiniBroker) -> None:
     with Producer(bootstrap_servers=broker.bootstrap) as p:
         assert p.partitions_for("t") == {0, 1, 2}
         assert p.send("fresh", b"x").get(10).offset == 0
+
+
+def test_a_partitions_batches_share_a_request_with_their_own_offsets(broker: MiniBroker) -> None:
+    # batch.size 1000 and a long linger: the flush finds ~12 closed batches of partition 0
+    # and sends them one after the other in one request entry; each batch's records get
+    # their own offsets, as the log assigned them.
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=1000, linger_ms=60_000) as p:
+        futures = [p.send("one", b"%03d" % i + b"x" * 100) for i in range(100)]
+        p.flush(10)
+        metas = [f.get(10) for f in futures]
+    assert len({f.produce_result for f in futures}) > 10
+    assert [m.offset for m in metas] == list(range(100))
+    assert [r.value[:3] for r in read_all(broker, "one", 0)] == [b"%03d" % i for i in range(100)]

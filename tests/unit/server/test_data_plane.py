@@ -20,7 +20,7 @@ from rillet.metadata.records import (
     UnfenceBrokerRecord,
 )
 from rillet.protocol import common_pb2, fetch_pb2, fetch_pb2_grpc, produce_pb2, produce_pb2_grpc
-from rillet.server.data_plane import FetchServicer, ProduceServicer
+from rillet.server.data_plane import FetchServicer, ProduceServicer, add_fetch_servicer
 from rillet.storage.log_manager import LogManager
 
 TID = uuid.UUID(int=3)
@@ -51,7 +51,7 @@ async def stubs(tmp_path: Path) -> AsyncIterator[Stubs]:
     rm.apply_partition_changes(delta.partition_changes(), delta.apply())
     server = grpc.aio.server()
     produce_pb2_grpc.add_ProduceServiceServicer_to_server(ProduceServicer(rm, lambda: NOW), server)
-    fetch_pb2_grpc.add_FetchServiceServicer_to_server(FetchServicer(rm), server)
+    add_fetch_servicer(FetchServicer(rm), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -141,3 +141,37 @@ async def test_errors_are_per_partition_with_kafka_names(stubs: Stubs) -> None:
     # The broker keeps serving.
     r = await stubs.produce.Produce(produce_request(1, records=[common_pb2.Record(value=b"ok")]))
     assert r.topics[0].partitions[0].error_code == common_pb2.NONE
+
+
+async def test_a_partition_listed_twice_is_refused_not_overwritten(stubs: Stubs) -> None:
+    def batch(value: bytes) -> bytes:
+        b = BatchBuilder("none")
+        b.append(NOW, None, value, [])
+        return b.build()
+
+    request = produce_pb2.ProduceRequest(
+        acks=1,
+        topics=[
+            produce_pb2.ProduceRequest.Topic(
+                name="t",
+                partitions=[
+                    produce_pb2.ProduceRequest.Partition(partition=0, record_batches=batch(b"a")),
+                    produce_pb2.ProduceRequest.Partition(partition=0, record_batches=batch(b"b")),
+                    produce_pb2.ProduceRequest.Partition(
+                        partition=1, record_batches=batch(b"c") + batch(b"d")
+                    ),
+                ],
+            )
+        ],
+    )
+    r = await stubs.produce.Produce(request)
+    first, second, other = r.topics[0].partitions
+    assert (first.error_code, first.base_offset) == (common_pb2.NONE, 0)
+    assert common_pb2.ErrorCode.Name(second.error_code) == "INVALID_REQUEST"
+    assert "more than once" in second.error_message and second.base_offset == -1
+    # Batches one after the other in one entry are appended together.
+    assert (other.error_code, other.base_offset) == (common_pb2.NONE, 0)
+    f = await stubs.fetch.Fetch(fetch_request(0, 0, structured=True))
+    assert [rec.value for rec in f.topics[0].partitions[0].records] == [b"a"]
+    f = await stubs.fetch.Fetch(fetch_request(1, 0, structured=True))
+    assert [rec.value for rec in f.topics[0].partitions[0].records] == [b"c", b"d"]

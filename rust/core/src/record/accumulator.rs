@@ -97,6 +97,8 @@ pub struct RecordAccumulator {
     queues: HashMap<u32, VecDeque<OpenBatch>>,
     next_id: u64,
     used_memory: usize,
+    /// Where the next `take` starts among the partitions it is given.
+    drain_index: usize,
 }
 
 impl RecordAccumulator {
@@ -114,6 +116,7 @@ impl RecordAccumulator {
             queues: HashMap::new(),
             next_id: 0,
             used_memory: 0,
+            drain_index: 0,
         })
     }
 
@@ -207,33 +210,56 @@ impl RecordAccumulator {
         (ready, next)
     }
 
-    /// Take the oldest batch of each of `partitions`, up to `max_bytes` in all (at least one
-    /// batch), without closing them: the caller builds (and compresses) them with
+    /// Take batches of `partitions` (as `ready` named them), up to `max_bytes` in all (at
+    /// least one batch), without closing them: the caller builds (and compresses) them with
     /// [`TakenBatch::build`], outside whatever lock guards the accumulator, so appends go on
     /// meanwhile.
+    ///
+    /// The first pass takes the oldest batch of each partition, starting one partition further
+    /// along at each call so that none starves (Kafka's drain index). While room is left,
+    /// further passes take each partition's next batch if appends to it are over (it is full,
+    /// or a newer batch follows it): a busy partition fills a request instead of sending one
+    /// batch per request. A partition's batches come out in order.
     pub fn take(&mut self, partitions: &[u32], max_bytes: usize) -> Vec<TakenBatch> {
         let mut out = Vec::new();
+        let n = partitions.len();
+        if n == 0 {
+            return out;
+        }
+        let start = self.drain_index % n;
+        self.drain_index = self.drain_index.wrapping_add(1);
         let mut total = 0usize;
-        for p in partitions {
-            let Some(q) = self.queues.get_mut(p) else {
-                continue;
-            };
-            let Some(front) = q.front() else { continue };
-            let size = front.builder.uncompressed_size();
-            if !out.is_empty() && total + size > max_bytes {
-                break;
+        for pass in 0.. {
+            let mut took = false;
+            for i in 0..n {
+                let p = partitions[(start + i) % n];
+                let Some(q) = self.queues.get_mut(&p) else {
+                    continue;
+                };
+                let Some(front) = q.front() else { continue };
+                if pass > 0 && q.len() == 1 && !front.is_full(self.config.batch_size) {
+                    continue; // still open for appends
+                }
+                let size = front.builder.uncompressed_size();
+                if !out.is_empty() && total + size > max_bytes {
+                    return out;
+                }
+                let b = q.pop_front().expect("front exists");
+                total += size;
+                took = true;
+                out.push(TakenBatch {
+                    partition: p,
+                    batch_id: b.id,
+                    created_ms: b.created_ms,
+                    reserved: b.reserved,
+                    builder: b.builder,
+                });
+                if q.is_empty() {
+                    self.queues.remove(&p);
+                }
             }
-            let b = q.pop_front().expect("front exists");
-            total += size;
-            out.push(TakenBatch {
-                partition: *p,
-                batch_id: b.id,
-                created_ms: b.created_ms,
-                reserved: b.reserved,
-                builder: b.builder,
-            });
-            if q.is_empty() {
-                self.queues.remove(p);
+            if !took {
+                break;
             }
         }
         out
@@ -338,6 +364,39 @@ mod tests {
         assert!(a.append(2, 0, None, Some(&v), &[], 0).unwrap().is_some());
         // A record larger than the whole budget is an error, not a wait.
         assert!(a.append(3, 0, None, Some(&[0u8; 5000]), &[], 0).is_err());
+    }
+
+    #[test]
+    fn take_fills_a_request_fairly_and_in_order() {
+        let mut a = acc(1000, 1000, 1 << 20);
+        // ~107 bytes a record, 8 to a batch: partition 0 gets three full batches and an open
+        // one (ids 0-3), partition 1 one open batch (id 4).
+        for _ in 0..31 {
+            a.append(0, 0, None, Some(&[0u8; 100]), &[], 0).unwrap();
+        }
+        a.append(1, 0, None, Some(&[1u8; 100]), &[], 0).unwrap();
+        let (ready, _) = a.ready(0, false);
+        assert_eq!(ready, vec![0]); // partition 1 lingers
+        let taken = a.take(&ready, 1 << 20);
+        // Every closed batch of partition 0 in one go, oldest first; open ones stay.
+        let ids: Vec<u64> = taken.iter().map(|t| t.batch_id).collect();
+        assert_eq!(ids, vec![0, 1, 2]);
+        assert_eq!(a.pending_batches(), 2);
+        // max_bytes stops a pass; the first batch is always taken.
+        let (ready, _) = a.ready(0, true);
+        assert_eq!(a.take(&ready, 10).len(), 1);
+        // Each take starts one partition further along.
+        for p in 0..2 {
+            a.append(p, 0, None, Some(&[0u8; 950]), &[], 0).unwrap();
+        }
+        let first = |a: &mut RecordAccumulator| a.take(&[0, 1], 1 << 20)[0].partition;
+        let (x, y) = (first(&mut a), {
+            for p in 0..2 {
+                a.append(p, 0, None, Some(&[0u8; 950]), &[], 0).unwrap();
+            }
+            first(&mut a)
+        });
+        assert_ne!(x, y);
     }
 
     #[test]
