@@ -47,6 +47,9 @@ from typing import Any
 import rillet
 from rillet import BatchBuilder, Log, LogConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pagecache import warm_page_cache
+
 KIB = 1 << 10
 MIB = 1 << 20
 MB = 1e6
@@ -143,27 +146,6 @@ def bench_append(d: Path, batch: bytes, count: int, keep: bool) -> tuple[float, 
         return elapsed, lg
     lg.delete()  # no fsync: the dirty pages are dropped
     return elapsed, None
-
-
-def warm_page_cache(workdir: Path, nbytes: int) -> None:
-    """Write and delete ``nbytes`` of files, untimed. In a VM whose balloon hands freed guest
-    memory back to the host (free page reporting), the first write into never-touched or
-    long-free memory is several times slower than into recycled pages: warm it up so no
-    timed phase pays that."""
-    chunk = b"\0" * MIB
-    paths = []
-    per_file = 1 << 30
-    left = nbytes
-    while left > 0:
-        p = workdir / f"warm-{len(paths)}.bin"
-        paths.append(p)
-        n = min(per_file, left)
-        with open(p, "wb", buffering=0) as f:
-            for _ in range(n // MIB):
-                f.write(chunk)
-        left -= n
-    for p in paths:
-        p.unlink()
 
 
 def bench_write(p: Path, chunk: bytes, count: int, keep: bool) -> float:
