@@ -28,6 +28,7 @@ __all__ = [
     "decode_batches",
     "decode_consumer_records",
     "decode_fetch_response",
+    "decode_produce_request",
     "encode_fetch_response",
     "encode_produce_request",
     "murmur2",
@@ -242,6 +243,9 @@ def encode_fetch_response(
     error_message: str = "",
     throttle_time_ms: int = 0,
 ) -> bytes: ...
+def decode_produce_request(
+    data: bytes,
+) -> tuple[int, int, str | None, bool, list[tuple[str, int, int, int]]]: ...
 def decode_fetch_response(
     data: bytes,
 ) -> tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int]]]: ...
@@ -460,13 +464,15 @@ class Log:
     def segments(self) -> list[SegmentInfo]: ...
     def append_as_leader(
         self,
-        records: bytes,
+        records: Buffer,
         leader_epoch: int = 0,
         *,
         now_ms: int | None = None,
         allow_control: bool = False,
     ) -> LogAppendInfo: ...
-    def append_as_follower(self, records: bytes, *, now_ms: int | None = None) -> LogAppendInfo: ...
+    def append_as_follower(
+        self, records: Buffer, *, now_ms: int | None = None
+    ) -> LogAppendInfo: ...
     def read(
         self,
         offset: int,

@@ -25,8 +25,13 @@ from rillet.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from rillet.protocol import metadata_pb2_grpc, produce_pb2_grpc
-from rillet.server.data_plane import FetchServicer, ProduceServicer, add_fetch_servicer
+from rillet.protocol import metadata_pb2_grpc
+from rillet.server.data_plane import (
+    FetchServicer,
+    ProduceServicer,
+    add_fetch_servicer,
+    add_produce_servicer,
+)
 from rillet.server.metadata_api import MetadataServicer
 from rillet.storage.log_manager import LogManager
 
@@ -63,9 +68,7 @@ class MiniBroker:
     async def _start(self) -> int:
         self.server = grpc.aio.server()
         clock = self.replicas.clock
-        produce_pb2_grpc.add_ProduceServiceServicer_to_server(
-            ProduceServicer(self.replicas, clock), self.server
-        )
+        add_produce_servicer(ProduceServicer(self.replicas, clock), self.server)
         add_fetch_servicer(FetchServicer(self.replicas), self.server)
         metadata_pb2_grpc.add_MetadataServiceServicer_to_server(
             MetadataServicer(lambda: self.image, "PLAINTEXT", "mini", lambda: 1, self._auto),

@@ -119,7 +119,9 @@ class Partition:
                 f"This server is not the leader for {self.tp} (leader: {self.leader_id})."
             )
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
+    def append_records_to_leader(
+        self, records: bytes | memoryview, required_acks: int
+    ) -> LogAppendInfo:
         self._require_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise errors.NotEnoughReplicasError(

@@ -149,7 +149,7 @@ class ReplicaManager:
 
     async def append_records(
         self,
-        entries: Mapping[TopicPartition, bytes],
+        entries: Mapping[TopicPartition, bytes | memoryview],
         required_acks: int,
         timeout_ms: int,
     ) -> dict[TopicPartition, ProducedPartition]:

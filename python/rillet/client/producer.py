@@ -151,6 +151,7 @@ class Producer:
             partitioner="default" if self._partitioner_fn else str(partitioner),
             max_request_size=self._max_request_size,
         )
+        self._append = self._accumulator.send
         self._cluster = ClusterMetadata(
             parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
         )
@@ -236,8 +237,8 @@ class Producer:
             timestamp_ms = int(timestamp_ms)
         deadline = None
         while True:
-            outcome = self._accumulator.send(topic, key, value, headers, partition, timestamp_ms)
-            if not isinstance(outcome, int):
+            outcome = self._append(topic, key, value, headers, partition, timestamp_ms)
+            if type(outcome) is FutureRecordMetadata:
                 if self._interceptors:
                     outcome.produce_result.futures.append(outcome)
                 return outcome

@@ -9,12 +9,18 @@ when the request asks for ``structured``. Every error is per partition, with Kaf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
 
-from rillet._core import BatchBuilder, FetchDataInfo, decode_batches, encode_fetch_response
+from rillet._core import (
+    BatchBuilder,
+    FetchDataInfo,
+    decode_batches,
+    decode_produce_request,
+    encode_fetch_response,
+)
 from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ReplicaManager
 from rillet.errors import InvalidRequestError, KafkaError
 from rillet.protocol import common_pb2, fetch_pb2, fetch_pb2_grpc, produce_pb2, produce_pb2_grpc
@@ -25,9 +31,11 @@ __all__ = [
     "FetchServicer",
     "ProduceServicer",
     "add_fetch_servicer",
+    "add_produce_servicer",
     "build_batch",
     "structured_records",
 ]
+
 
 Context = grpc.aio.ServicerContext[object, object]
 
@@ -38,6 +46,9 @@ _COMPRESSION: dict[int, str] = {
     common_pb2.COMPRESSION_TYPE_LZ4: "lz4",
     common_pb2.COMPRESSION_TYPE_ZSTD: "zstd",
 }
+# A produce request as add_produce_servicer reads it: its wire bytes and what
+# decode_produce_request read of them.
+ProduceWire = tuple[bytes, tuple[int, int, str | None, bool, list[tuple[str, int, int, int]]]]
 DEFAULT_PARTITION_MAX_BYTES = 1 << 20
 # encode_fetch_response's partition: (partition, error code, error message, high watermark,
 # last stable offset, log start offset, diverging epoch, preferred read replica, data).
@@ -91,56 +102,91 @@ def structured_records(data: bytes, from_offset: int) -> list[common_pb2.Record]
 
 
 class ProduceServicer(produce_pb2_grpc.ProduceServiceServicer):
+    """Produce takes a request as :func:`add_produce_servicer` reads it: its wire bytes with
+    each partition's batches located in place (``decode_produce_request``), so they go to the
+    log without being copied out; a request with structured records is decoded by the
+    generated classes. A ``ProduceRequest`` message works too."""
+
     def __init__(self, replicas: ReplicaManager, clock: Callable[[], int]) -> None:
         self.replicas = replicas
         self.clock = clock
 
-    async def Produce(
-        self, request: produce_pb2.ProduceRequest, context: Context
+    async def Produce(  # takes wire bytes too (see add_produce_servicer)
+        self, request: produce_pb2.ProduceRequest | ProduceWire, context: Context
     ) -> produce_pb2.ProduceResponse:
+        if isinstance(request, tuple):
+            data, (acks, timeout_ms, _, structured, parts) = request
+            if structured:
+                request = produce_pb2.ProduceRequest.FromString(data)
+            else:
+                view = memoryview(data)
+                entries = [(t, p, view[start:end]) for t, p, start, end in parts]
+                return await self._produce(entries, acks, timeout_ms)
         now = self.clock()
-        entries: dict[TopicPartition, bytes] = {}
-        # What refused each of the request's partition entries, in order (None: appended).
-        refused: list[KafkaError | None] = []
+        items: list[tuple[str, int, bytes | memoryview | KafkaError]] = []
         for topic in request.topics:
             for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition)
+                if bool(p.record_batches) == bool(p.records):
+                    err = InvalidRequestError(
+                        f"{TopicPartition(topic.name, p.partition)}: send either record_batches "
+                        "or records, not both or neither"
+                    )
+                    items.append((topic.name, p.partition, err))
+                    continue
                 try:
-                    if tp in entries:
-                        raise InvalidRequestError(
-                            f"{tp} is listed more than once in the request; send its batches "
-                            "one after the other in one record_batches"
-                        )
-                    if bool(p.record_batches) == bool(p.records):
-                        raise InvalidRequestError(
-                            f"{tp}: send either record_batches or records, not both or neither"
-                        )
-                    entries[tp] = p.record_batches or build_batch(p.records, p.compression, now)
-                    refused.append(None)
+                    records = p.record_batches or build_batch(p.records, p.compression, now)
                 except KafkaError as e:
-                    refused.append(e)
-        timeout_ms = request.timeout_ms if request.timeout_ms > 0 else 30_000
-        results = await self.replicas.append_records(entries, request.acks, timeout_ms)
+                    items.append((topic.name, p.partition, e))
+                    continue
+                items.append((topic.name, p.partition, records))
+        return await self._produce(items, request.acks, request.timeout_ms)
+
+    async def _produce(
+        self,
+        items: Sequence[tuple[str, int, bytes | memoryview | KafkaError]],
+        acks: int,
+        timeout_ms: int,
+    ) -> produce_pb2.ProduceResponse:
+        """Append each entry (topic, partition, its batches or what refused them) and answer
+        for each, in the request's order."""
+        entries: dict[TopicPartition, bytes | memoryview] = {}
+        refused: list[KafkaError | None] = []
+        for topic, partition, records in items:
+            tp = TopicPartition(topic, partition)
+            if isinstance(records, KafkaError):
+                refused.append(records)
+            elif tp in entries:
+                refused.append(
+                    InvalidRequestError(
+                        f"{tp} is listed more than once in the request; send its batches one "
+                        "after the other in one record_batches"
+                    )
+                )
+            elif not len(records):
+                refused.append(InvalidRequestError(f"{tp}: the entry has no record batches"))
+            else:
+                entries[tp] = records
+                refused.append(None)
+        results = await self.replicas.append_records(
+            entries, acks, timeout_ms if timeout_ms > 0 else 30_000
+        )
         response = produce_pb2.ProduceResponse()
         by_topic: dict[str, produce_pb2.ProduceResponse.Topic] = {}
-        entry_errors = iter(refused)
-        for topic in request.topics:
-            out = by_topic.get(topic.name)
+        for (topic, partition, _), err in zip(items, refused, strict=True):
+            out = by_topic.get(topic)
             if out is None:
-                out = by_topic[topic.name] = response.topics.add(name=topic.name)
-            for p in topic.partitions:
-                part = out.partitions.add(partition=p.partition)
-                err = next(entry_errors)
-                r = results.get(TopicPartition(topic.name, p.partition)) if err is None else None
-                if err is None and r is not None:
-                    err = r.error
-                if err is not None:
-                    set_error(part, err)
-                    part.base_offset = part.log_append_time_ms = part.log_start_offset = -1
-                elif r is not None:
-                    part.base_offset = r.base_offset
-                    part.log_append_time_ms = r.log_append_time_ms
-                    part.log_start_offset = r.log_start_offset
+                out = by_topic[topic] = response.topics.add(name=topic)
+            part = out.partitions.add(partition=partition)
+            r = results.get(TopicPartition(topic, partition)) if err is None else None
+            if err is None and r is not None:
+                err = r.error
+            if err is not None:
+                set_error(part, err)
+                part.base_offset = part.log_append_time_ms = part.log_start_offset = -1
+            elif r is not None:
+                part.base_offset = r.base_offset
+                part.log_append_time_ms = r.log_append_time_ms
+                part.log_start_offset = r.log_start_offset
         return response
 
 
@@ -244,6 +290,26 @@ class FetchServicer(fetch_pb2_grpc.FetchServiceServicer):
             if r.error is not None:
                 set_error(part, r.error)
         return response
+
+
+def _read_produce_request(data: bytes) -> ProduceWire:
+    return data, decode_produce_request(data)
+
+
+def add_produce_servicer(servicer: ProduceServicer, server: grpc.aio.Server) -> None:
+    """Register ProduceService as the generated ``add_ProduceServiceServicer_to_server``
+    does, with a request deserializer that reads the request in place."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "Produce": grpc.unary_unary_rpc_method_handler(
+            servicer.Produce,
+            request_deserializer=_read_produce_request,
+            response_serializer=produce_pb2.ProduceResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("rillet.v1.ProduceService", handlers),)
+    )
+    server.add_registered_method_handlers("rillet.v1.ProduceService", handlers)
 
 
 def _serialize_fetch_response(response: fetch_pb2.FetchResponse | bytes) -> bytes:

@@ -47,7 +47,6 @@ from rillet.protocol import (
     metadata_pb2,
     metadata_pb2_grpc,
     produce_pb2,
-    produce_pb2_grpc,
     quorum_pb2,
     quorum_pb2_grpc,
 )
@@ -55,7 +54,12 @@ from rillet.protocol.errors import error_to_wire
 from rillet.raft import RaftConfig, RaftNode
 from rillet.server.admin_api import AdminServicer
 from rillet.server.controller_service import ControllerService
-from rillet.server.data_plane import FetchServicer, ProduceServicer, add_fetch_servicer
+from rillet.server.data_plane import (
+    FetchServicer,
+    ProduceServicer,
+    add_fetch_servicer,
+    add_produce_servicer,
+)
 from rillet.server.metadata_api import MetadataServicer
 from rillet.server.metadata_log import FileQuorumStateStore, MetadataLog
 from rillet.server.quorum import QuorumDriver, QuorumServicer
@@ -312,9 +316,7 @@ class RilletServer:
             server = grpc.aio.server(options=GRPC_SERVER_OPTIONS)
             listener = (cfg.inter_broker_listener or cfg.broker_listeners[0]).listener_name
             publisher = self.publisher
-            produce_pb2_grpc.add_ProduceServiceServicer_to_server(
-                ProduceServicer(self.replicas, _now_ms), server
-            )
+            add_produce_servicer(ProduceServicer(self.replicas, _now_ms), server)
             add_fetch_servicer(FetchServicer(self.replicas), server)
             metadata_pb2_grpc.add_MetadataServiceServicer_to_server(
                 MetadataServicer(

@@ -6,6 +6,7 @@
 
 mod accumulator;
 mod arrow;
+mod bytes_arg;
 mod consumer;
 mod errors;
 mod future;

@@ -11,6 +11,7 @@ use rillet_core::log::{
 };
 use rillet_core::Error;
 
+use crate::bytes_arg::BytesArg;
 use crate::errors::{invalid_request, to_py, IntoPyResult};
 use crate::gil;
 use crate::io::{read_regions, read_regions_into, FileRegion};
@@ -417,12 +418,13 @@ impl Log {
     fn append_as_leader(
         &self,
         py: Python<'_>,
-        records: &[u8],
+        records: BytesArg<'_>,
         leader_epoch: i32,
         now_ms: Option<i64>,
         allow_control: bool,
     ) -> PyResult<LogAppendInfo> {
         let now = now_ms.unwrap_or_else(self::now_ms);
+        let records = records.as_slice();
         Ok(self
             .with_for(py, records.len(), |l| {
                 l.append_as_leader(records, leader_epoch, now, allow_control)
@@ -435,10 +437,11 @@ impl Log {
     fn append_as_follower(
         &self,
         py: Python<'_>,
-        records: &[u8],
+        records: BytesArg<'_>,
         now_ms: Option<i64>,
     ) -> PyResult<LogAppendInfo> {
         let now = now_ms.unwrap_or_else(self::now_ms);
+        let records = records.as_slice();
         Ok(self
             .with_for(py, records.len(), |l| l.append_as_follower(records, now))?
             .into())

@@ -1,7 +1,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use rillet_core::wire::{
-    FetchResponse, FetchedPartition, FetchedTopic, PartitionData, ProduceRequest, TopicData,
+    FetchResponse, FetchedPartition, FetchedTopic, PartitionData, ProduceRequest,
+    ProduceRequestView, TopicData,
 };
 
 use crate::accumulator::ClosedBatch;
@@ -71,18 +72,18 @@ type PartitionOut = (
 /// Each partition's batches are read from the log's files straight into their place in the
 /// response (one copy from the page cache), with the GIL released for large responses.
 #[pyfunction]
-#[pyo3(signature = (topics, error_code = 0, error_message = String::new(), throttle_time_ms = 0))]
+#[pyo3(signature = (topics, error_code = 0, error_message = "", throttle_time_ms = 0))]
 fn encode_fetch_response<'py>(
     py: Python<'py>,
     topics: Vec<(String, Vec<PartitionOut>)>,
     error_code: i32,
-    error_message: String,
+    error_message: &str,
     throttle_time_ms: i32,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let response = FetchResponse {
         throttle_time_ms,
         error_code,
-        error_message: &error_message,
+        error_message,
         topics: topics
             .iter()
             .map(|(name, partitions)| FetchedTopic {
@@ -163,8 +164,46 @@ fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<(i32, String, 
     ))
 }
 
+/// (acks, timeout_ms, transactional_id, structured, [(topic, partition, start, end)]).
+type ProduceRequestIn = (
+    i32,
+    i32,
+    Option<String>,
+    bool,
+    Vec<(Py<PyString>, i32, usize, usize)>,
+);
+
+/// Read a `rillet.v1.ProduceRequest` in place: each partition's `record_batches` as its
+/// byte range in `data`. `structured` is true when some partition carries structured
+/// records instead, which the generated classes decode. Malformed bytes raise
+/// CorruptRecordError.
+#[pyfunction]
+fn decode_produce_request(py: Python<'_>, data: &[u8]) -> PyResult<ProduceRequestIn> {
+    let view = ProduceRequestView::decode(data).py()?;
+    let mut partitions = Vec::new();
+    for t in &view.topics {
+        let name = PyString::new(py, t.name).unbind();
+        for p in &t.partitions {
+            partitions.push((
+                name.clone_ref(py),
+                p.partition,
+                p.record_batches.start,
+                p.record_batches.end,
+            ));
+        }
+    }
+    Ok((
+        view.acks,
+        view.timeout_ms,
+        view.transactional_id.map(str::to_string),
+        view.structured(),
+        partitions,
+    ))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_produce_request, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_fetch_response, m)?)?;
     m.add_function(wrap_pyfunction!(decode_fetch_response, m)?)
 }

@@ -1,5 +1,5 @@
-"""The hand-written FetchResponse codec in Rust (rillet-core's ``wire``) against the
-generated protobuf classes, in both directions."""
+"""The hand-written ProduceRequest reader and FetchResponse codec in Rust (rillet-core's
+``wire``) against the generated protobuf classes, in both directions, and malformed input."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rillet import BatchBuilder, Log, LogConfig
-from rillet._core import decode_fetch_response, encode_fetch_response
+from rillet import BatchBuilder, Log, LogConfig, decode_batches
+from rillet._core import decode_fetch_response, decode_produce_request, encode_fetch_response
 from rillet.errors import CorruptRecordError
-from rillet.protocol import common_pb2, fetch_pb2
+from rillet.protocol import common_pb2, fetch_pb2, produce_pb2
 
 
 def batch(n: int, size: int = 50) -> bytes:
@@ -120,3 +120,34 @@ def test_truncated_responses_are_refused() -> None:
     assert refused > 150  # nearly every cut lands inside a field
     with pytest.raises(CorruptRecordError, match="malformed"):
         decode_fetch_response(b"\x22\x05\x0a")
+
+
+def test_produce_requests_are_read_in_place() -> None:
+    req = produce_pb2.ProduceRequest(acks=-1, timeout_ms=1500, transactional_id="tx")
+    t = req.topics.add(name="orders")
+    t.partitions.add(partition=2, record_batches=batch(4))
+    t.partitions.add(partition=0, record_batches=batch(1, 100_000))
+    data = req.SerializeToString()
+    acks, timeout_ms, tx, structured, parts = decode_produce_request(data)
+    assert (acks, timeout_ms, tx, structured) == (-1, 1500, "tx", False)
+    got = [(topic, p, data[start:end]) for topic, p, start, end in parts]
+    assert got == [("orders", p.partition, p.record_batches) for p in t.partitions]
+    # Structured records are left to the generated classes.
+    t.partitions.add(partition=1, records=[common_pb2.Record(value=b"v")])
+    assert decode_produce_request(req.SerializeToString())[3] is True
+    with pytest.raises(CorruptRecordError):
+        decode_produce_request(data[:-3])
+
+
+def test_the_log_appends_a_slice_of_a_request_without_copying_it(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    a, b = batch(2), batch(3)
+    request = b"header" + a + b + b"trailer"
+    log.append_as_leader(memoryview(request)[6 : 6 + len(a)], 0)
+    # A writable buffer is copied first; it appends just the same.
+    log.append_as_leader(bytearray(b), 0)
+    assert log.log_end_offset == 5
+    batches = decode_batches(log.read(0, 1 << 20).read_all())
+    assert [b.record_count for b in batches] == [2, 3]
+    assert [r.value for r in batches[1].records] == [bytes([i]) * 50 for i in range(3)]
+    log.close()

@@ -20,7 +20,12 @@ from rillet.metadata.records import (
     UnfenceBrokerRecord,
 )
 from rillet.protocol import common_pb2, fetch_pb2, fetch_pb2_grpc, produce_pb2, produce_pb2_grpc
-from rillet.server.data_plane import FetchServicer, ProduceServicer, add_fetch_servicer
+from rillet.server.data_plane import (
+    FetchServicer,
+    ProduceServicer,
+    add_fetch_servicer,
+    add_produce_servicer,
+)
 from rillet.storage.log_manager import LogManager
 
 TID = uuid.UUID(int=3)
@@ -50,7 +55,7 @@ async def stubs(tmp_path: Path) -> AsyncIterator[Stubs]:
         delta.replay(i, r)
     rm.apply_partition_changes(delta.partition_changes(), delta.apply())
     server = grpc.aio.server()
-    produce_pb2_grpc.add_ProduceServiceServicer_to_server(ProduceServicer(rm, lambda: NOW), server)
+    add_produce_servicer(ProduceServicer(rm, lambda: NOW), server)
     add_fetch_servicer(FetchServicer(rm), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
