@@ -232,10 +232,13 @@ def _send_all(
     clock = time.monotonic
     topic = args.topic
     send = producer.send
+    single = values[0] if len(values) == 1 else None
 
     def acked(batch: _Batch, _meta: RecordMetadata) -> None:
         done = clock()
-        stats.record([(done - t) * 1000 for t in batch.sent], batch.nbytes)
+        # With one payload, a batch's bytes are its record count times the payload's size.
+        nbytes = batch.nbytes if single is None else len(batch.sent) * len(single)
+        stats.record([(done - t) * 1000 for t in batch.sent], nbytes)
 
     def failed(exc: BaseException) -> None:
         if not errors:
@@ -244,7 +247,6 @@ def _send_all(
 
     last: ProduceRequestResult | None = None
     batch = _Batch()
-    single = values[0] if len(values) == 1 else None
     throttle = throttler.throttle if args.throughput > 0 else None
     for i in range(args.num_records):
         value = single if single is not None else values[rng.randrange(len(values))]
@@ -257,7 +259,8 @@ def _send_all(
             future.add_errback(failed)
             last = result
         batch.sent.append(now)
-        batch.nbytes += len(value)
+        if single is None:
+            batch.nbytes += len(value)
         if not i & 1023:
             stats.maybe_print_window(now)
         if throttle is not None:
