@@ -21,6 +21,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -57,7 +58,7 @@ FETCH_METHOD = "/rillet.v1.FetchService/Fetch"
 
 # A fetch response: its bytes, and what decode_fetch_response read of them.
 _FetchResponse = tuple[
-    bytes, tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int]]]
+    bytes, tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int, int]]]
 ]
 if TYPE_CHECKING:
     _FetchCall = grpc.UnaryUnaryMultiCallable[fetch_pb2.FetchRequest, _FetchResponse]
@@ -86,7 +87,12 @@ class OffsetAndTimestamp(NamedTuple):
 
 @dataclass
 class _PartitionState:
-    """One assigned partition: where the consumer is and what it has buffered."""
+    """One assigned partition: where the consumer is and what it has buffered.
+
+    Fetches run one response ahead of the position: while one response is being decoded,
+    the next is fetched from where it ends (``fetch_offset``), so a partition's reader does
+    not wait a round trip each time its buffer drains. ``generation`` changes whenever the
+    position moves (seek, reset, error), so a response to an older fetch is dropped."""
 
     position: int | None = None  # None: reset by auto_offset_reset before fetching
     reset_to: int | None = None  # EARLIEST/LATEST when a reset is pending
@@ -94,22 +100,43 @@ class _PartitionState:
     records: list[ConsumerRecord] = field(default_factory=list)
     index: int = 0  # records[index:] are not handed out yet
     # Fetched batch bytes not decoded yet: raw[raw_pos:raw_end] (raw is the whole fetch
-    # response, read in place). Batches are decoded a poll's worth at a time, as highly
-    # compressed batches can expand a thousandfold.
+    # response, read in place), then each (response, start, end) in `fetched`. Batches are
+    # decoded a poll's worth at a time, as highly compressed batches can expand a
+    # thousandfold.
     raw: bytes = b""
     raw_pos: int = 0
     raw_end: int = 0
+    fetched: deque[tuple[bytes, int, int]] = field(default_factory=deque)
+    # Where the next fetch starts: after the last batch buffered (None: at the position).
+    fetch_offset: int | None = None
+    generation: int = 0
     high_watermark: int = -1
     fetching: bool = False  # a fetch for this partition is in flight
     retry_at: float = 0.0  # after an error: no fetch before this time.monotonic()
 
     @property
     def buffered(self) -> bool:
-        return self.index < len(self.records) or self.raw_pos < self.raw_end
+        return self.index < len(self.records) or self.raw_pos < self.raw_end or bool(self.fetched)
+
+    @property
+    def next_fetch_offset(self) -> int | None:
+        return self.position if self.fetch_offset is None else self.fetch_offset
 
     def clear(self) -> None:
+        """Drop everything buffered or in flight (the position moved)."""
         self.records, self.index = [], 0
         self.raw, self.raw_pos, self.raw_end = b"", 0, 0
+        self.fetched.clear()
+        self.fetch_offset = None
+        self.generation += 1
+
+    def add_fetched(self, data: bytes, start: int, end: int, next_offset: int) -> None:
+        if self.raw_pos < self.raw_end:
+            self.fetched.append((data, start, end))
+        else:
+            self.raw, self.raw_pos, self.raw_end = data, start, end
+        if next_offset >= 0:
+            self.fetch_offset = next_offset
 
 
 @dataclass
@@ -118,6 +145,8 @@ class _InFlightFetch:
     address: str
     offsets: dict[TopicPartition, int]
     future: grpc.Future  # type: ignore[type-arg]
+    # Each partition's generation when the fetch went out.
+    generations: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class Consumer:
@@ -576,7 +605,11 @@ class Consumer:
         """Decode buffered batch bytes until some records are at or past the position
         (``limit`` or a little more: whole batches); False when none are left."""
         assert state.position is not None
-        while state.raw_pos < state.raw_end:
+        while True:
+            if state.raw_pos >= state.raw_end:
+                if not state.fetched:
+                    break
+                state.raw, state.raw_pos, state.raw_end = state.fetched.popleft()
             try:
                 records, next_offset, end = decode_consumer_records(
                     state.raw,
@@ -593,8 +626,10 @@ class Consumer:
                 raise CorruptRecordError(
                     f"Record batch for partition {tp} at offset {state.position} is invalid: {e}"
                 ) from e
-            if end <= state.raw_pos:  # only a partial batch is left
-                break
+            if end <= state.raw_pos:
+                # Only a partial batch is left; the next response starts with it whole.
+                state.raw_pos = state.raw_end
+                continue
             state.raw_pos = end
             if records:
                 state.records, state.index = records, 0
@@ -605,15 +640,17 @@ class Consumer:
         return False
 
     def _send_fetches(self) -> None:
-        """One FetchRequest per leader, for partitions with a position, nothing buffered and
-        no fetch in flight. A broker may have several fetches out for different partitions:
-        a long poll on idle partitions must not hold back one whose buffer just drained."""
+        """One FetchRequest per leader, for partitions with a position, no fetch in flight
+        and at most the response being decoded buffered (each fetches one response ahead). A
+        broker may have several fetches out for different partitions: a long poll on idle
+        partitions must not hold back one whose buffer just drained."""
         now = time.monotonic()
         by_leader: dict[str, dict[TopicPartition, int]] = {}
         for tp, state in self._assignment.items():
+            fetch_offset = state.next_fetch_offset
             if (
-                state.position is None
-                or state.buffered
+                fetch_offset is None
+                or state.fetched
                 or state.fetching
                 or state.paused
                 or state.retry_at > now
@@ -625,7 +662,7 @@ class Consumer:
                 with contextlib.suppress(KafkaError):
                     self._cluster.refresh([tp.topic])
                 continue
-            by_leader.setdefault(address, {})[tp] = state.position
+            by_leader.setdefault(address, {})[tp] = fetch_offset
         for address, offsets in by_leader.items():
             request = fetch_pb2.FetchRequest(
                 max_wait_ms=int(self.config["fetch_max_wait_ms"]),
@@ -647,10 +684,15 @@ class Consumer:
                 )
             timeout = (self.config["request_timeout_ms"] + self.config["fetch_max_wait_ms"]) / 1000
             future = self._fetch_call(address).future(request, timeout=timeout)
+            generations = {}
             for tp in offsets:
-                self._assignment[tp].fetching = True
+                state = self._assignment[tp]
+                state.fetching = True
+                generations[tp] = state.generation
             fetch_id = next(self._fetch_ids)
-            self._in_flight[fetch_id] = _InFlightFetch(fetch_id, address, offsets, future)
+            self._in_flight[fetch_id] = _InFlightFetch(
+                fetch_id, address, offsets, future, generations
+            )
 
     def _fetch_call(self, address: str) -> _FetchCall:
         """FetchService.Fetch on ``address``, answering (response bytes, the response read
@@ -712,20 +754,35 @@ class Consumer:
         if err is not None:
             raise err
         stale_metadata: set[str] = set()
-        for topic, partition, p_error, p_message, high_watermark, _, _, start, end in partitions:
+        for (
+            topic,
+            partition,
+            p_error,
+            p_message,
+            high_watermark,
+            _,
+            _,
+            start,
+            end,
+            next_offset,
+        ) in partitions:
             tp = TopicPartition(topic, partition)
             state = self._assignment.get(tp)
             fetched_at = f.offsets.get(tp)
-            if state is None or fetched_at is None or state.position != fetched_at:
-                continue  # unassigned or moved by seek() while the fetch was out
+            if state is None or fetched_at is None or state.generation != f.generations[tp]:
+                continue  # unassigned, or the position moved while the fetch was out
             err = error_from_wire(p_error, p_message)
             if err is not None:
+                if fetched_at != state.position:
+                    # A fetch ahead of the position failed: try it again later; once the
+                    # position gets there, the error is handled as for any fetch.
+                    state.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
+                    continue
                 self._fetch_error(tp, state, err, stale_metadata)
                 continue
             state.high_watermark = high_watermark
             if end > start:
-                state.clear()
-                state.raw, state.raw_pos, state.raw_end = data, start, end
+                state.add_fetched(data, start, end, next_offset)
         if stale_metadata:
             with contextlib.suppress(KafkaError):
                 self._cluster.refresh(stale_metadata)
@@ -744,8 +801,7 @@ class Consumer:
                     "and auto.offset.reset is none"
                 )
             _log.info("fetch offset %s is out of range for %s; resetting", state.position, tp)
-            state.position = None
-            state.reset_to = self._reset_default
+            self._move(state, None, self._reset_default)
             return
         if err.retriable:
             state.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000

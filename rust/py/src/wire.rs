@@ -5,6 +5,8 @@ use rillet_core::wire::{
     ProduceRequestView, TopicData,
 };
 
+use rillet_core::record::batch::next_offset_after;
+
 use crate::accumulator::ClosedBatch;
 use crate::errors::IntoPyResult;
 use crate::gil;
@@ -131,8 +133,20 @@ fn encode_fetch_response<'py>(
 
 /// One partition of a fetch response as the consumer reads it: (topic, partition, error
 /// code, error message, high watermark, last stable offset, log start offset, start and end
-/// of its record batches in the response bytes).
-type PartitionIn = (Py<PyString>, i32, i32, String, i64, i64, i64, usize, usize);
+/// of its record batches in the response bytes, the offset after its last complete batch or
+/// -1 when it has none).
+type PartitionIn = (
+    Py<PyString>,
+    i32,
+    i32,
+    String,
+    i64,
+    i64,
+    i64,
+    usize,
+    usize,
+    i64,
+);
 
 /// Read a `rillet.v1.FetchResponse` in place: (error code, error message, [PartitionIn]).
 /// Batches are located, not copied; decode them with `decode_consumer_records(data, ...,
@@ -154,6 +168,7 @@ fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<(i32, String, 
                 p.log_start_offset,
                 p.record_batches.start,
                 p.record_batches.end,
+                next_offset_after(&data[p.record_batches.clone()]).unwrap_or(-1),
             ));
         }
     }

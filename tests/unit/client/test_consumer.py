@@ -293,3 +293,24 @@ def test_compressed_fetches_are_decoded_a_poll_at_a_time(broker: MiniBroker) -> 
             state = c._assignment[one]
             assert len(state.records) <= 7 + 4096 // 500 + 1  # one poll's worth of batches
     assert seen == list(range(2000))
+
+
+def test_fetching_ahead_reads_every_record_once_and_a_seek_drops_what_was_ahead(
+    broker: MiniBroker,
+) -> None:
+    # Small fetches, so a poll's records span many responses and the consumer has one
+    # response buffered and the next in flight most of the time.
+    produce(broker, 2000, batch_size=2000)
+    with Consumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4096,
+        max_poll_records=7,
+    ) as c:
+        c.assign([T0])
+        first = consume(c, 900)
+        assert [r.offset for r in first] == list(range(len(first)))
+        c.seek(T0, 100)  # while responses past the position are buffered and in flight
+        again = consume(c, 1900)
+        assert [r.offset for r in again] == list(range(100, 2000))
+        assert [r.value for r in again[:3]] == [b"v100", b"v101", b"v102"]

@@ -57,10 +57,13 @@ def test_decode_reads_what_the_generated_encoder_writes() -> None:
     got = [(t.name, p) for t in want.topics for p in t.partitions]
     assert len(parts) == len(got)
     for entry, (name, p) in zip(parts, got, strict=True):
-        topic, part, err, msg, hw, lso, lss, start, end = entry
+        topic, part, err, msg, hw, lso, lss, start, end, next_offset = entry
         assert (topic, part, err, msg) == (name, p.partition, p.error_code, p.error_message)
         assert (hw, lso, lss) == (p.high_watermark, p.last_stable_offset, p.log_start_offset)
         assert data[start:end] == p.record_batches
+        # The offset after the last whole batch, read from batch headers.
+        batches = decode_batches(p.record_batches, allow_partial=True)
+        assert next_offset == (batches[-1].last_offset + 1 if batches else -1)
 
 
 def test_encode_matches_the_generated_encoder(tmp_path: Path) -> None:

@@ -539,6 +539,26 @@ pub fn decode_batches_up_to(
 
 /// True when `rest` is a prefix of a batch that was cut short: too short for a header, or a
 /// sane header whose batch extends past the end.
+/// The offset after the last complete batch in `buf` (fetched batch bytes, perhaps with a
+/// partial batch at the end), read from batch headers alone; `None` when `buf` holds no
+/// complete batch or its framing is broken (decoding it reports why).
+pub fn next_offset_after(buf: &[u8]) -> Option<i64> {
+    let mut pos = 0;
+    let mut next = None;
+    while pos < buf.len() {
+        let rest = &buf[pos..];
+        let Ok(h) = BatchHeader::parse(rest) else {
+            break;
+        };
+        if h.size_in_bytes() > rest.len() {
+            break;
+        }
+        next = Some(h.next_offset());
+        pos += h.size_in_bytes();
+    }
+    next
+}
+
 fn is_partial(rest: &[u8]) -> bool {
     if rest.len() < LOG_OVERHEAD {
         return true;
@@ -571,6 +591,22 @@ mod tests {
         }
         b.append(2_000, None, None, &[]);
         b.build().unwrap()
+    }
+
+    #[test]
+    fn next_offset_after_reads_headers_and_ignores_a_partial_tail() {
+        let mut b = BatchBuilder::new(Compression::None);
+        b.base_offset(10);
+        b.append(0, None, Some(b"x"), &[]);
+        b.append(0, None, Some(b"y"), &[]);
+        let first = b.build().unwrap();
+        let mut data = first.clone();
+        data.extend_from_slice(&sample(Compression::Zstd)); // base offset 0, 6 records
+        assert_eq!(next_offset_after(&first), Some(12));
+        assert_eq!(next_offset_after(&data), Some(6));
+        assert_eq!(next_offset_after(&data[..data.len() - 1]), Some(12));
+        assert_eq!(next_offset_after(&first[..30]), None);
+        assert_eq!(next_offset_after(&[]), None);
     }
 
     #[test]
