@@ -367,8 +367,10 @@ impl RecordAccumulator {
         gil::lock(py, &self.state).core.ready(now, flush)
     }
 
-    /// Take and close the oldest batch of each slot, up to `max_bytes` in all (one at
-    /// least). Batches are compressed outside the lock, so `send` goes on meanwhile.
+    /// Take and close batches of `slots` (as `ready` named them), up to `max_bytes` in all
+    /// (one at least; see rillet-core's `RecordAccumulator::take`). Batches are closed
+    /// (compressed, checksummed) outside the lock, so `send` goes on meanwhile, and without
+    /// the GIL unless they are small, so the thread calling `send` goes on too.
     fn drain(&self, py: Python<'_>, slots: Vec<u32>, max_bytes: usize) -> PyResult<Vec<Drained>> {
         let mut taken = Vec::new();
         {
@@ -383,7 +385,8 @@ impl RecordAccumulator {
             }
         }
         let bytes: usize = taken.iter().map(|(t, _, _)| t.reserved).sum();
-        let release = self.compressed || bytes > gil::RELEASE_ABOVE_BYTES;
+        // A CRC over a few hundred KiB costs as much as a copy of them (see `gil`).
+        let release = self.compressed || bytes > gil::RELEASE_COPY_ABOVE_BYTES;
         let (batches, meta): (Vec<_>, Vec<_>) = taken
             .into_iter()
             .map(|(t, tp, result)| (t, (tp, result)))

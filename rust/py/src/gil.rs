@@ -13,8 +13,9 @@ use pyo3::Python;
 /// 4 MiB from the page cache takes about 0.4 ms here.
 pub(crate) const RELEASE_ABOVE_BYTES: usize = 4 << 20;
 
-/// Copies off the GIL above this: a thread that copies a megabyte of record batches (about
-/// 0.1 ms) lets the thread calling `send()` run meanwhile.
+/// Copies and checksums of record batches on the producer's sender thread run off the GIL
+/// above this: a megabyte takes about 0.1 ms, during which the thread calling `send()` runs
+/// (it is the one the producer's throughput depends on).
 pub(crate) const RELEASE_COPY_ABOVE_BYTES: usize = 256 << 10;
 
 /// Decoding (decompressing and parsing records) costs more per byte than copying.
