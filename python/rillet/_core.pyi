@@ -311,6 +311,8 @@ def decode_arrow(
     *,
     include_headers: bool = False,
     verify_crc: bool = True,
+    start: int = 0,
+    end: int | None = None,
 ) -> tuple[Any, int]: ...  # (pyarrow.RecordBatch, next_offset); pyarrow ships no stubs
 def decode_batches(
     data: bytes, *, verify_crc: bool = True, allow_partial: bool = False

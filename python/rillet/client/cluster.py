@@ -1,5 +1,6 @@
 """The client's view of the cluster: brokers and partition leaders from MetadataService, and
-one gRPC channel per broker.
+one gRPC channel per broker, with the data-plane calls that move record batches as wire bytes
+(:meth:`ClusterMetadata.produce_call`, :meth:`ClusterMetadata.fetch_call`).
 
 Thread safe: the producer's ``send()`` callers and its sender thread share one instance.
 """
@@ -10,14 +11,35 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 
+from rillet._core import decode_fetch_response
 from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
-from rillet.protocol import metadata_pb2, metadata_pb2_grpc
+from rillet.protocol import fetch_pb2, metadata_pb2, metadata_pb2_grpc, produce_pb2
 from rillet.types import TopicPartition
 
-__all__ = ["GRPC_OPTIONS", "ClusterMetadata"]
+__all__ = ["GRPC_OPTIONS", "ClusterMetadata", "FetchedResponse", "read_fetch_response"]
+
+PRODUCE_METHOD = "/rillet.v1.ProduceService/Produce"
+FETCH_METHOD = "/rillet.v1.FetchService/Fetch"
+
+# A fetch response as fetch_call answers it: its bytes, and what decode_fetch_response read
+# of them: (error code, error message, [(topic, partition, error code, error message, high
+# watermark, last stable offset, log start offset, batches start, batches end, next offset)]).
+FetchedResponse = tuple[
+    bytes, tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int, int]]]
+]
+if TYPE_CHECKING:
+    ProduceCall = grpc.UnaryUnaryMultiCallable[bytes, produce_pb2.ProduceResponse]
+    FetchCall = grpc.UnaryUnaryMultiCallable[fetch_pb2.FetchRequest, FetchedResponse]
+
+
+def read_fetch_response(data: bytes) -> FetchedResponse:
+    """The Fetch response deserializer: record batches stay in ``data``, located by range."""
+    return data, decode_fetch_response(data)
+
 
 # Large messages and windows: one produce or fetch request carries many partitions' batches.
 GRPC_OPTIONS: list[tuple[str, int]] = [
@@ -48,6 +70,8 @@ class ClusterMetadata:
         self._lock = threading.Lock()
         self._snapshot = _Snapshot()
         self._channels: dict[str, grpc.Channel] = {}
+        self._produce_calls: dict[str, ProduceCall] = {}
+        self._fetch_calls: dict[str, FetchCall] = {}
         self._topics: set[str] = set()
 
     def channel(self, address: str) -> grpc.Channel:
@@ -57,9 +81,36 @@ class ClusterMetadata:
                 ch = self._channels[address] = grpc.insecure_channel(address, options=GRPC_OPTIONS)
             return ch
 
+    def produce_call(self, address: str) -> ProduceCall:
+        """ProduceService.Produce on ``address``, taking a request's wire bytes as they are
+        (``encode_produce_request`` writes them)."""
+        call = self._produce_calls.get(address)
+        if call is None:
+            call = self._produce_calls[address] = self.channel(address).unary_unary(
+                PRODUCE_METHOD,
+                request_serializer=None,
+                response_deserializer=produce_pb2.ProduceResponse.FromString,
+                _registered_method=True,  # type: ignore[call-arg]  # grpc's stubs lack it
+            )
+        return call
+
+    def fetch_call(self, address: str) -> FetchCall:
+        """FetchService.Fetch on ``address``, answering a :data:`FetchedResponse`: record
+        batches are decoded from the response bytes, never copied out of them."""
+        call = self._fetch_calls.get(address)
+        if call is None:
+            call = self._fetch_calls[address] = self.channel(address).unary_unary(
+                FETCH_METHOD,
+                request_serializer=fetch_pb2.FetchRequest.SerializeToString,
+                response_deserializer=read_fetch_response,
+                _registered_method=True,  # type: ignore[call-arg]  # grpc's stubs lack it
+            )
+        return call
+
     def close(self) -> None:
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
+            self._produce_calls, self._fetch_calls = {}, {}
         for ch in channels:
             ch.close()
 

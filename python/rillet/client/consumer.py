@@ -24,11 +24,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import grpc
 
-from rillet._core import ConsumerRecord, decode_consumer_records, decode_fetch_response
+from rillet._core import ConsumerRecord, decode_consumer_records
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.errors import (
@@ -54,19 +54,6 @@ Deserializer = Callable[[bytes | None], Any]
 
 EARLIEST = -2
 LATEST = -1
-FETCH_METHOD = "/rillet.v1.FetchService/Fetch"
-
-# A fetch response: its bytes, and what decode_fetch_response read of them.
-_FetchResponse = tuple[
-    bytes, tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int, int]]]
-]
-if TYPE_CHECKING:
-    _FetchCall = grpc.UnaryUnaryMultiCallable[fetch_pb2.FetchRequest, _FetchResponse]
-
-
-def _read_fetch_response(data: bytes) -> _FetchResponse:
-    return data, decode_fetch_response(data)
-
 
 _RESET = {"earliest": EARLIEST, "smallest": EARLIEST, "latest": LATEST, "largest": LATEST}
 
@@ -241,7 +228,6 @@ class Consumer:
         self._manual = False
         # Fetches on the wire, by a sequence number; a partition is in at most one of them.
         self._in_flight: dict[int, _InFlightFetch] = {}
-        self._fetch_calls: dict[str, _FetchCall] = {}
         self._fetch_ids = itertools.count()
         self._wakeup = threading.Event()
         self._next_partition = 0
@@ -683,7 +669,7 @@ class Consumer:
                     ],
                 )
             timeout = (self.config["request_timeout_ms"] + self.config["fetch_max_wait_ms"]) / 1000
-            future = self._fetch_call(address).future(request, timeout=timeout)
+            future = self._cluster.fetch_call(address).future(request, timeout=timeout)
             generations = {}
             for tp in offsets:
                 state = self._assignment[tp]
@@ -693,20 +679,6 @@ class Consumer:
             self._in_flight[fetch_id] = _InFlightFetch(
                 fetch_id, address, offsets, future, generations
             )
-
-    def _fetch_call(self, address: str) -> _FetchCall:
-        """FetchService.Fetch on ``address``, answering (response bytes, the response read
-        in place by ``decode_fetch_response``): record batches are decoded from the response
-        bytes, never copied out of them."""
-        call = self._fetch_calls.get(address)
-        if call is None:
-            call = self._fetch_calls[address] = self._cluster.channel(address).unary_unary(
-                FETCH_METHOD,
-                request_serializer=fetch_pb2.FetchRequest.SerializeToString,
-                response_deserializer=_read_fetch_response,
-                _registered_method=True,  # type: ignore[call-arg]  # grpc's stubs lack it
-            )
-        return call
 
     def _await_fetches(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for an in-flight fetch and handle every finished one;

@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -46,9 +46,6 @@ _log = logging.getLogger(__name__)
 Serializer = Callable[[Any], bytes | None]
 Partitioner = Callable[[bytes | None, list[int], list[int]], int]
 
-PRODUCE_METHOD = "/rillet.v1.ProduceService/Produce"
-if TYPE_CHECKING:
-    _ProduceCall = grpc.UnaryUnaryMultiCallable[bytes, produce_pb2.ProduceResponse]
 
 _PARTITIONERS = ("default", "murmur2", "sticky", "round_robin", "random")
 
@@ -155,7 +152,6 @@ class Producer:
         self._cluster = ClusterMetadata(
             parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
         )
-        self._produce_calls: dict[str, _ProduceCall] = {}
         self._memory_freed = threading.Condition(threading.Lock())
         self._retries: list[_InFlight] = []
         self._draining = False  # the sender is closing batches it took from the accumulator
@@ -442,20 +438,10 @@ class Producer:
             )
             with self._lock:
                 self._in_flight_requests += 1
-            future = self._produce_call(address).future(request, timeout=timeout_ms / 1000 + 5)
-            future.add_done_callback(functools.partial(self._on_response, address, group))
-
-    def _produce_call(self, address: str) -> _ProduceCall:
-        """ProduceService.Produce on ``address``, taking a request's wire bytes."""
-        call = self._produce_calls.get(address)
-        if call is None:
-            call = self._produce_calls[address] = self._cluster.channel(address).unary_unary(
-                PRODUCE_METHOD,
-                request_serializer=None,
-                response_deserializer=produce_pb2.ProduceResponse.FromString,
-                _registered_method=True,  # type: ignore[call-arg]  # grpc's stubs lack it
+            future = self._cluster.produce_call(address).future(
+                request, timeout=timeout_ms / 1000 + 5
             )
-        return call
+            future.add_done_callback(functools.partial(self._on_response, address, group))
 
     def _on_response(self, address: str, group: list[_InFlight], future: Any) -> None:
         """Runs on a gRPC thread when a ProduceRequest is answered (or fails)."""

@@ -24,6 +24,7 @@ from rillet.spark.source import (
     RilletDataSourceWithPushdown,
     kafka_schema,
 )
+from rillet.spark.worker import prepare_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,6 +38,9 @@ __all__ = [
 ]
 
 _PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+# Spark's Python workers import this package to run the source (see rillet.spark.worker).
+prepare_worker()
 
 
 def register(spark: SparkSession, *, filter_pushdown: bool | None = None) -> None:

@@ -1,6 +1,10 @@
 """Executor side: read one offset range with plain Fetch requests and turn the fetched
 RecordBatch v2 bytes into Arrow record batches in Rust (``rillet._core.decode_arrow``). Python
 handles one fetch response (up to ``rillet.fetch.max.bytes``) at a time, never a record.
+
+Responses are read in place (the batches are decoded from the response's own bytes), and the
+next fetch goes out before the current response is decoded, so the broker reads the next
+stretch of the log while this one becomes Arrow.
 """
 
 from __future__ import annotations
@@ -8,15 +12,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import grpc
 
 from rillet._core import decode_arrow
-from rillet.client.cluster import ClusterMetadata
+from rillet.client.cluster import ClusterMetadata, FetchedResponse
 from rillet.client.configs import parse_bootstrap
-from rillet.errors import KafkaError, KafkaTimeoutError, OffsetOutOfRangeError, error_for_code
-from rillet.protocol import fetch_pb2, fetch_pb2_grpc
+from rillet.errors import KafkaError, KafkaTimeoutError, OffsetOutOfRangeError
+from rillet.protocol import fetch_pb2
+from rillet.protocol.errors import error_from_wire
 from rillet.spark.options import SourceOptions
 from rillet.spark.planning import DataLossError, OffsetRange, open_consumer
 from rillet.types import TopicPartition
@@ -29,41 +35,122 @@ _log = logging.getLogger(__name__)
 def read_range(r: OffsetRange, opts: SourceOptions) -> Iterator[Any]:
     """Yield ``pyarrow.RecordBatch``es of the records of ``r``, in offset order."""
     tp = TopicPartition(r.topic, r.partition)
-    cluster = ClusterMetadata(parse_bootstrap(opts.bootstrap_servers), opts.request_timeout_ms)
-    try:
-        offset = r.from_offset
-        while offset < r.until_offset:
-            try:
-                p = _fetch(cluster, tp, offset, opts)
-            except OffsetOutOfRangeError:
-                offset = _after_out_of_range(tp, offset, r.until_offset, opts)
-                continue
-            if not p.record_batches:
-                # Planned below the high watermark, yet nothing there: truncated.
-                message = (
-                    f"{tp}: no records at offset {offset} though the query planned to read up "
-                    f"to {r.until_offset} (high watermark {p.high_watermark}); the log was "
-                    "truncated"
-                )
-                if opts.fail_on_data_loss:
-                    raise DataLossError(message + ". Set failOnDataLoss=false to skip this")
-                _log.warning("%s; skipping the rest of the range", message)
-                return
-            batch, next_offset = decode_arrow(
-                p.record_batches,
-                r.topic,
-                r.partition,
-                offset,
-                r.until_offset,
-                include_headers=opts.include_headers,
+    cluster = _cluster(opts)
+    offset = r.from_offset
+    ahead: _Ahead | None = None
+    while offset < r.until_offset:
+        try:
+            data, p = _fetched(cluster, tp, offset, opts, ahead)
+        except OffsetOutOfRangeError:
+            offset = _after_out_of_range(tp, offset, r.until_offset, opts)
+            ahead = None
+            continue
+        ahead = None
+        if p.end <= p.start:
+            # Planned below the high watermark, yet nothing there: truncated.
+            message = (
+                f"{tp}: no records at offset {offset} though the query planned to read up "
+                f"to {r.until_offset} (high watermark {p.high_watermark}); the log was "
+                "truncated"
             )
-            if batch.num_rows:
-                yield batch
-            if next_offset <= offset:
-                raise KafkaError(f"{tp}: the fetch at offset {offset} made no progress")
-            offset = next_offset
-    finally:
-        cluster.close()
+            if opts.fail_on_data_loss:
+                raise DataLossError(message + ". Set failOnDataLoss=false to skip this")
+            _log.warning("%s; skipping the rest of the range", message)
+            return
+        if offset < p.next_offset < r.until_offset:
+            ahead = _Ahead(p.next_offset, _send(cluster, tp, p.next_offset, opts))
+        batch, next_offset = decode_arrow(
+            data,
+            r.topic,
+            r.partition,
+            offset,
+            r.until_offset,
+            include_headers=opts.include_headers,
+            start=p.start,
+            end=p.end,
+        )
+        if batch.num_rows:
+            yield batch
+        if next_offset <= offset:
+            raise KafkaError(f"{tp}: the fetch at offset {offset} made no progress")
+        offset = next_offset
+
+
+# One ClusterMetadata (its channels, connections and metadata) per cluster for the life of
+# the worker process: Spark reuses a Python worker for task after task, and a new channel
+# per task cost a connection, an HTTP/2 handshake and a metadata round trip each time.
+_CLUSTERS: dict[tuple[str, int], ClusterMetadata] = {}
+
+
+def _cluster(opts: SourceOptions) -> ClusterMetadata:
+    key = (opts.bootstrap_servers, opts.request_timeout_ms)
+    cluster = _CLUSTERS.get(key)
+    if cluster is None:
+        cluster = _CLUSTERS[key] = ClusterMetadata(
+            parse_bootstrap(opts.bootstrap_servers), opts.request_timeout_ms
+        )
+    return cluster
+
+
+class _Partition(NamedTuple):
+    """What a fetch answered for the one partition it asked for."""
+
+    error: KafkaError | None
+    high_watermark: int
+    start: int  # the partition's batches are data[start:end]
+    end: int
+    next_offset: int  # after the last whole batch (-1: none)
+
+
+@dataclass
+class _Ahead:
+    """A fetch sent before the response before it was decoded."""
+
+    offset: int
+    future: Any  # grpc.Future of a FetchedResponse
+
+
+def _send(cluster: ClusterMetadata, tp: TopicPartition, offset: int, opts: SourceOptions) -> Any:
+    """Send a Fetch of ``tp`` at ``offset`` to its leader without waiting (None: no leader
+    known; the caller fetches again with retries)."""
+    address = cluster.leader_address(tp)
+    if address is None:
+        return None
+    request = fetch_pb2.FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=opts.fetch_max_bytes)
+    request.topics.add(name=tp.topic).partitions.add(
+        partition=tp.partition, fetch_offset=offset, partition_max_bytes=opts.fetch_max_bytes
+    )
+    return cluster.fetch_call(address).future(request, timeout=opts.request_timeout_ms / 1000)
+
+
+def _partition(response: FetchedResponse) -> tuple[bytes, _Partition]:
+    data, (code, message, partitions) = response
+    err = error_from_wire(code, message)
+    if err is not None:
+        raise err
+    _, _, p_code, p_message, high_watermark, _, _, start, end, next_offset = partitions[0]
+    return data, _Partition(
+        error_from_wire(p_code, p_message), high_watermark, start, end, next_offset
+    )
+
+
+def _fetched(
+    cluster: ClusterMetadata,
+    tp: TopicPartition,
+    offset: int,
+    opts: SourceOptions,
+    ahead: _Ahead | None,
+) -> tuple[bytes, _Partition]:
+    """The fetch at ``offset``: the one sent ahead if it was for this offset and worked,
+    else a fetch with retries."""
+    if ahead is not None and ahead.offset == offset and ahead.future is not None:
+        try:
+            data, p = _partition(ahead.future.result())
+            if p.error is None:
+                return data, p
+        except (grpc.RpcError, KafkaError) as e:
+            _log.debug("the fetch ahead of %s at %s failed (%s); fetching again", tp, offset, e)
+    return _fetch(cluster, tp, offset, opts)
 
 
 def _after_out_of_range(tp: TopicPartition, offset: int, until: int, opts: SourceOptions) -> int:
@@ -93,32 +180,28 @@ def _after_out_of_range(tp: TopicPartition, offset: int, until: int, opts: Sourc
 
 def _fetch(
     cluster: ClusterMetadata, tp: TopicPartition, offset: int, opts: SourceOptions
-) -> fetch_pb2.FetchResponse.Partition:
+) -> tuple[bytes, _Partition]:
     """One Fetch of ``tp`` at ``offset`` from its leader, retrying retriable errors (with a
     metadata refresh) until ``rillet.request.timeout.ms``."""
     deadline = time.monotonic() + opts.request_timeout_ms / 1000
     last: Exception | None = None
     while time.monotonic() < deadline:
-        address = cluster.leader_address(tp)
-        if address is None:
+        if cluster.leader_address(tp) is None:
             try:
                 cluster.refresh([tp.topic])
             except KafkaError as e:
                 last = e
-            address = cluster.leader_address(tp)
             err = cluster.topic_error(tp.topic)
             if err is not None and not err.retriable:
                 raise err
-            if address is None:
+            if cluster.leader_address(tp) is None:
                 time.sleep(0.1)
                 continue
-        request = fetch_pb2.FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=opts.fetch_max_bytes)
-        request.topics.add(name=tp.topic).partitions.add(
-            partition=tp.partition, fetch_offset=offset, partition_max_bytes=opts.fetch_max_bytes
-        )
-        stub = fetch_pb2_grpc.FetchServiceStub(cluster.channel(address))
+        future = _send(cluster, tp, offset, opts)
+        if future is None:
+            continue  # the leader went away meanwhile
         try:
-            response = stub.Fetch(request, timeout=max(deadline - time.monotonic(), 0.001))
+            data, p = _partition(future.result())
         except grpc.RpcError as e:
             last = e
             time.sleep(0.1)
@@ -127,12 +210,11 @@ def _fetch(
             except KafkaError as refresh_error:
                 last = refresh_error
             continue
-        if response.error_code:
-            raise error_for_code(response.error_code)(response.error_message)
-        p = response.topics[0].partitions[0]
-        if not p.error_code:
-            return p
-        err = error_for_code(p.error_code)(p.error_message or f"fetch of {tp} at {offset}")
+        if p.error is None:
+            return data, p
+        err = p.error
+        if not err.message:
+            err = type(err)(f"fetch of {tp} at {offset}")
         if isinstance(err, OffsetOutOfRangeError) or not err.retriable:
             raise err
         last = err

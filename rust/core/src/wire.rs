@@ -33,6 +33,7 @@
 //! Fields are written in field-number order without proto3 defaults, as the generated
 //! encoders do; the Python tests compare both directions with the generated classes.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use crate::error::{Error, Result};
@@ -109,20 +110,50 @@ fn string_field_len(field: u32, s: &str) -> usize {
     }
 }
 
+/// Writes into a buffer that is not initialized yet; every encoder checks that it wrote
+/// every byte of it.
 struct Writer<'b> {
-    buf: &'b mut [u8],
+    buf: &'b mut [MaybeUninit<u8>],
     pos: usize,
 }
 
 impl Writer<'_> {
+    fn put(&mut self, b: u8) {
+        self.buf[self.pos].write(b);
+        self.pos += 1;
+    }
+
+    fn put_slice(&mut self, data: &[u8]) {
+        let dst = &mut self.buf[self.pos..self.pos + data.len()];
+        // SAFETY: `dst` has exactly `data.len()` bytes (the indexing checked the bounds).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst.as_mut_ptr().cast::<u8>(), data.len())
+        };
+        self.pos += data.len();
+    }
+
+    /// The next `n` bytes, for a caller that writes all of them.
+    fn reserve(&mut self, n: usize) -> &mut [MaybeUninit<u8>] {
+        let at = self.pos;
+        self.pos += n;
+        &mut self.buf[at..at + n]
+    }
+
+    /// Checked at the end of every encoder: the buffer is then fully initialized.
+    fn finish(self) {
+        assert_eq!(
+            self.pos,
+            self.buf.len(),
+            "the encoder wrote the wrong number of bytes"
+        );
+    }
+
     fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
-            self.buf[self.pos] = (v as u8) | 0x80;
-            self.pos += 1;
+            self.put((v as u8) | 0x80);
             v >>= 7;
         }
-        self.buf[self.pos] = v as u8;
-        self.pos += 1;
+        self.put(v as u8);
     }
 
     fn key(&mut self, field: u32, wire_type: u32) {
@@ -156,9 +187,21 @@ impl Writer<'_> {
 
     fn bytes_field(&mut self, field: u32, data: &[u8]) {
         self.len_prefix(field, data.len());
-        self.buf[self.pos..self.pos + data.len()].copy_from_slice(data);
-        self.pos += data.len();
+        self.put_slice(data);
     }
+}
+
+/// `len` bytes written by `encode` into a new vector (no zero-filling first).
+fn encode_to_vec<E>(
+    len: usize,
+    encode: impl FnOnce(&mut [MaybeUninit<u8>]) -> std::result::Result<(), E>,
+) -> std::result::Result<Vec<u8>, E> {
+    let mut out = Vec::with_capacity(len);
+    encode(&mut out.spare_capacity_mut()[..len])?;
+    // SAFETY: every encoder ends with `Writer::finish`, which checks that it wrote all `len`
+    // bytes.
+    unsafe { out.set_len(len) };
+    Ok(out)
 }
 
 impl PartitionData<'_> {
@@ -203,8 +246,9 @@ impl ProduceRequest<'_> {
                 .sum::<usize>()
     }
 
-    /// Write the request into `buf`, which must be exactly [`Self::encoded_len`] bytes.
-    pub fn encode_into(&self, buf: &mut [u8]) {
+    /// Write the request into `buf`, which must be exactly [`Self::encoded_len`] bytes (and
+    /// need not be initialized: every byte is written).
+    pub fn encode_into(&self, buf: &mut [MaybeUninit<u8>]) {
         assert_eq!(buf.len(), self.encoded_len(), "buffer of the wrong size");
         let mut w = Writer { buf, pos: 0 };
         w.int32_field(1, self.acks);
@@ -224,19 +268,20 @@ impl ProduceRequest<'_> {
                 if n > 0 {
                     w.len_prefix(2, n);
                     for b in &p.record_batches {
-                        w.buf[w.pos..w.pos + b.len()].copy_from_slice(b);
-                        w.pos += b.len();
+                        w.put_slice(b);
                     }
                 }
             }
         }
-        debug_assert_eq!(w.pos, w.buf.len());
+        w.finish();
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![0u8; self.encoded_len()];
-        self.encode_into(&mut out);
-        out
+        encode_to_vec(self.encoded_len(), |buf| {
+            self.encode_into(buf);
+            Ok::<_, std::convert::Infallible>(())
+        })
+        .unwrap_or_else(|never| match never {})
     }
 }
 
@@ -408,13 +453,13 @@ impl<'a> FetchResponse<'a> {
                 .sum::<usize>()
     }
 
-    /// Write the response into `buf` (exactly [`Self::encoded_len`] bytes). For each
-    /// partition with batch bytes, `fill(topic index, partition index, slice)` writes them
-    /// into their place.
+    /// Write the response into `buf` (exactly [`Self::encoded_len`] bytes, not necessarily
+    /// initialized). For each partition with batch bytes, `fill(topic index, partition
+    /// index, slice)` writes every byte of its slice.
     pub fn encode_into(
         &self,
-        buf: &mut [u8],
-        mut fill: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
+        buf: &mut [MaybeUninit<u8>],
+        mut fill: impl FnMut(usize, usize, &mut [MaybeUninit<u8>]) -> Result<()>,
     ) -> Result<()> {
         assert_eq!(buf.len(), self.encoded_len(), "buffer of the wrong size");
         let mut w = Writer { buf, pos: 0 };
@@ -441,13 +486,20 @@ impl<'a> FetchResponse<'a> {
                 let n = p.batches_len();
                 if n > 0 {
                     w.len_prefix(11, n);
-                    fill(ti, pi, &mut w.buf[w.pos..w.pos + n])?;
-                    w.pos += n;
+                    fill(ti, pi, w.reserve(n))?;
                 }
             }
         }
-        debug_assert_eq!(w.pos, w.buf.len());
+        w.finish();
         Ok(())
+    }
+
+    /// [`Self::encode_into`] a new vector.
+    pub fn encode(
+        &self,
+        fill: impl FnMut(usize, usize, &mut [MaybeUninit<u8>]) -> Result<()>,
+    ) -> Result<Vec<u8>> {
+        encode_to_vec(self.encoded_len(), |buf| self.encode_into(buf, fill))
     }
 
     /// Read a response in place: strings borrow from `buf`, batches are byte ranges of it.
@@ -720,14 +772,15 @@ mod tests {
     #[test]
     fn fetch_responses_round_trip() {
         let (response, batches) = sample_response();
-        let mut buf = vec![0u8; response.encoded_len()];
         let mut k = 0;
-        response
-            .encode_into(&mut buf, |_, _, slot| {
+        let buf = response
+            .encode(|_, _, slot| {
                 while batches[k].is_empty() {
                     k += 1;
                 }
-                slot.copy_from_slice(&batches[k]);
+                for (dst, src) in slot.iter_mut().zip(&batches[k]) {
+                    dst.write(*src);
+                }
                 k += 1;
                 Ok(())
             })
@@ -769,10 +822,11 @@ mod tests {
     #[test]
     fn fetch_decode_refuses_every_truncation_without_panicking() {
         let (response, _) = sample_response();
-        let mut buf = vec![0u8; response.encoded_len()];
-        response
-            .encode_into(&mut buf, |_, _, slot| {
-                slot.fill(7);
+        let buf = response
+            .encode(|_, _, slot| {
+                for b in slot.iter_mut() {
+                    b.write(7);
+                }
                 Ok(())
             })
             .unwrap();

@@ -37,7 +37,8 @@ fn import_from_c(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|f| f.bind(py))
 }
 
-/// Decode fetched batches into a `pyarrow.RecordBatch` of the records with
+/// Decode fetched batches (bytes `start..end` of `data`; all of it by default) into a
+/// `pyarrow.RecordBatch` of the records with
 /// `from_offset <= offset < until_offset`, in Spark's Kafka source schema (key, value, topic,
 /// partition, offset, timestamp, timestampType, and headers when `include_headers`).
 /// Returns the batch and the offset to fetch next (after the last whole batch; never below
@@ -46,7 +47,7 @@ fn import_from_c(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 #[pyfunction]
 #[pyo3(signature = (
     data, topic, partition, from_offset, until_offset, *, include_headers = false,
-    verify_crc = true
+    verify_crc = true, start = 0, end = None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn decode_arrow(
@@ -58,9 +59,13 @@ fn decode_arrow(
     until_offset: i64,
     include_headers: bool,
     verify_crc: bool,
+    start: usize,
+    end: Option<usize>,
 ) -> PyResult<(PyObject, i64)> {
     // Fail on a missing pyarrow before doing the work.
     let import = import_from_c(py)?;
+    let end = end.unwrap_or(data.len()).min(data.len());
+    let data = data.get(start..end).unwrap_or_default();
     let topic = topic.to_owned();
     let (array, schema, next_offset) = py
         .allow_threads(|| {

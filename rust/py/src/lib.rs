@@ -6,7 +6,7 @@
 
 mod accumulator;
 mod arrow;
-mod bytes_arg;
+mod bytes;
 mod consumer;
 mod errors;
 mod future;

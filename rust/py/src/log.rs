@@ -11,7 +11,7 @@ use rillet_core::log::{
 };
 use rillet_core::Error;
 
-use crate::bytes_arg::BytesArg;
+use crate::bytes::BytesArg;
 use crate::errors::{invalid_request, to_py, IntoPyResult};
 use crate::gil;
 use crate::io::{read_regions, read_regions_into, FileRegion};

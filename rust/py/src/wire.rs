@@ -8,6 +8,7 @@ use rillet_core::wire::{
 use rillet_core::record::batch::next_offset_after;
 
 use crate::accumulator::ClosedBatch;
+use crate::bytes::new_bytes;
 use crate::errors::IntoPyResult;
 use crate::gil;
 use crate::log::FetchDataInfo;
@@ -47,7 +48,7 @@ fn encode_produce_request<'py>(
             .collect(),
     };
     let len = request.encoded_len();
-    PyBytes::new_with(py, len, |buf| {
+    new_bytes(py, len, |buf| {
         gil::run(py, len > gil::RELEASE_COPY_ABOVE_BYTES, || {
             request.encode_into(buf)
         });
@@ -111,7 +112,7 @@ fn encode_fetch_response<'py>(
             .collect(),
     };
     let len = response.encoded_len();
-    PyBytes::new_with(py, len, |buf| {
+    new_bytes(py, len, |buf| {
         gil::run(py, len > gil::RELEASE_COPY_ABOVE_BYTES, || {
             response.encode_into(buf, |ti, pi, slot| {
                 let data = topics[ti].1[pi]
@@ -121,9 +122,11 @@ fn encode_fetch_response<'py>(
                 let mut at = 0;
                 for region in &data.get().inner.regions {
                     let n = region.length as usize;
-                    region.read_exact_into(&mut slot[at..at + n])?;
+                    region.read_exact_into_uninit(&mut slot[at..at + n])?;
                     at += n;
                 }
+                // The slot's length is the regions' total, so they filled all of it.
+                assert_eq!(at, slot.len(), "file regions of the wrong total length");
                 Ok(())
             })
         })

@@ -1,5 +1,8 @@
 use std::fs::File;
+use std::io;
+use std::mem::MaybeUninit;
 use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -40,6 +43,47 @@ impl FileRegion {
                 e,
             )
         })
+    }
+}
+
+impl FileRegion {
+    /// Fill `buf` (exactly `length` bytes, not initialized yet: the caller saves zeroing
+    /// megabytes it is about to overwrite) from the region.
+    pub fn read_exact_into_uninit(&self, buf: &mut [MaybeUninit<u8>]) -> Result<()> {
+        debug_assert_eq!(buf.len() as u64, self.length);
+        let fd = self.file.as_raw_fd();
+        let mut done = 0usize;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            // SAFETY: `rest` is valid for writes of `rest.len()` bytes; pread writes no more.
+            let n = unsafe {
+                libc::pread(
+                    fd,
+                    rest.as_mut_ptr().cast(),
+                    rest.len(),
+                    (self.position + done as u64) as libc::off_t,
+                )
+            };
+            let err = match n {
+                n if n > 0 => {
+                    done += n as usize;
+                    continue;
+                }
+                0 => io::Error::from(io::ErrorKind::UnexpectedEof),
+                _ => io::Error::last_os_error(),
+            };
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::storage(
+                format!(
+                    "reading {} bytes at position {}",
+                    self.length, self.position
+                ),
+                err,
+            ));
+        }
+        Ok(())
     }
 }
 
