@@ -48,6 +48,7 @@ from rillet.spark.planning import (
     split_ranges,
     topic_partitions,
 )
+from rillet.spark.worker import prepare_executor
 
 __all__ = [
     "FILTER_PUSHDOWN_AVAILABLE",
@@ -97,6 +98,7 @@ class RilletRangePartition(InputPartition):
 
 
 def _read(partition: InputPartition | None, opts: SourceOptions) -> Iterator[Any]:
+    prepare_executor()
     if partition is None:  # Spark reads a query with no ranges through one empty partition
         return iter(())
     assert isinstance(partition, RilletRangePartition)
