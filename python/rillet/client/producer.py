@@ -372,8 +372,13 @@ class Producer:
                 for topic in stale:
                     self._accumulator.forget_topic(topic)
             # Batches are closed (and compressed) by the accumulator without its lock, so
-            # send() callers keep appending meanwhile.
-            drained = self._accumulator.drain(ready, self._max_request_size) if ready else []
+            # send() callers keep appending meanwhile. A batch that fails to close comes back
+            # as its exception; drain itself only fails when memory runs out.
+            try:
+                drained = self._accumulator.drain(ready, self._max_request_size) if ready else []
+            except Exception:
+                _log.exception("closing batches failed")
+                drained = []
             batches = list(due)
             broken: list[tuple[_InFlight, BaseException]] = []
             for slot, tp, result, records, count, reserved, created_ms in drained:

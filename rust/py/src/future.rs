@@ -27,6 +27,20 @@ pub struct FutureRecordMetadata {
 }
 
 impl FutureRecordMetadata {
+    /// Hand a callback or errback (`method` of the batch's result) over to the result.
+    fn listen<'py>(
+        slf: &Bound<'py, Self>,
+        method: &str,
+        f: PyObject,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, Self>> {
+        slf.get()
+            .produce_result
+            .call_method1(slf.py(), method, (slf, f, args, kwargs))?;
+        Ok(slf.clone())
+    }
+
     pub(crate) fn new_for(
         produce_result: PyObject,
         relative_offset: i32,
@@ -119,11 +133,7 @@ impl FutureRecordMetadata {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, Self>> {
-        let py = slf.py();
-        slf.get()
-            .produce_result
-            .call_method1(py, "add_callback", (slf, f, args, kwargs))?;
-        Ok(slf.clone())
+        Self::listen(slf, "add_callback", f, args, kwargs)
     }
 
     /// Call `f(*args, exception, **kwargs)` on failure (at once if already failed).
@@ -134,11 +144,7 @@ impl FutureRecordMetadata {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, Self>> {
-        let py = slf.py();
-        slf.get()
-            .produce_result
-            .call_method1(py, "add_errback", (slf, f, args, kwargs))?;
-        Ok(slf.clone())
+        Self::listen(slf, "add_errback", f, args, kwargs)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
