@@ -124,23 +124,16 @@ class ProduceRequestResult:
         assert value is not None
         return value
 
-    def add_callback(
+    def add_listener(
         self,
         future: FutureRecordMetadata,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any] | None,
+        errback: bool,
     ) -> None:
-        self._listen((future, fn, args, kwargs or {}, False))
-
-    def add_errback(
-        self,
-        future: FutureRecordMetadata,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any] | None,
-    ) -> None:
-        self._listen((future, fn, args, kwargs or {}, True))
+        """``future.add_callback`` (``errback`` False) or ``add_errback`` (True)."""
+        self._listen((future, fn, args, kwargs or {}, errback))
 
     def _listen(self, listener: _Listener) -> None:
         with self._lock:

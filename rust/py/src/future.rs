@@ -27,17 +27,19 @@ pub struct FutureRecordMetadata {
 }
 
 impl FutureRecordMetadata {
-    /// Hand a callback or errback (`method` of the batch's result) over to the result.
+    /// Hand a callback (or an errback) over to the batch's result.
     fn listen<'py>(
         slf: &Bound<'py, Self>,
-        method: &str,
+        errback: bool,
         f: PyObject,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, Self>> {
-        slf.get()
-            .produce_result
-            .call_method1(slf.py(), method, (slf, f, args, kwargs))?;
+        slf.get().produce_result.call_method1(
+            slf.py(),
+            "add_listener",
+            (slf, f, args, kwargs, errback),
+        )?;
         Ok(slf.clone())
     }
 
@@ -133,7 +135,7 @@ impl FutureRecordMetadata {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, Self>> {
-        Self::listen(slf, "add_callback", f, args, kwargs)
+        Self::listen(slf, false, f, args, kwargs)
     }
 
     /// Call `f(*args, exception, **kwargs)` on failure (at once if already failed).
@@ -144,7 +146,7 @@ impl FutureRecordMetadata {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, Self>> {
-        Self::listen(slf, "add_errback", f, args, kwargs)
+        Self::listen(slf, true, f, args, kwargs)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
