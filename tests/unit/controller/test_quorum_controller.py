@@ -8,13 +8,13 @@ import uuid
 import pytest
 
 from rillet import errors
-from rillet.controller.placement import place_replicas, validate_assignment
-from rillet.controller.quorum_controller import (
+from rillet.controller import (
     AlterConfigOp,
     ControllerConfig,
     CreatableTopic,
     QuorumController,
 )
+from rillet.controller.placement import place_replicas, validate_assignment
 from rillet.metadata.records import (
     BrokerEndpoint,
     ConfigResourceType,
