@@ -21,6 +21,8 @@ from typing import ClassVar
 
 __all__ = [
     "CLIENT_SIDE_ERRORS",
+    "LOCAL_ERRORS",
+    "SERVER_SIDE_ERRORS",
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
     "ClusterAuthorizationFailedError",
@@ -105,6 +107,7 @@ __all__ = [
     "NotCoordinatorError",
     "NotEnoughReplicasAfterAppendError",
     "NotEnoughReplicasError",
+    "NotLeaderError",
     "NotLeaderForPartitionError",
     "NotLeaderOrFollowerError",
     "OffsetMetadataTooLargeError",
@@ -242,6 +245,17 @@ class NotLeaderOrFollowerError(KafkaError):
     code = 6
     name = "NOT_LEADER_OR_FOLLOWER"
     retriable = True
+
+
+class NotLeaderError(NotLeaderOrFollowerError):
+    """A proposal reached a metadata quorum replica that is not the leader (the Raft core
+    raises it); ``leader_id`` is the leader it knows of (None if none) in ``leader_epoch``.
+    On the wire it is NOT_LEADER_OR_FOLLOWER."""
+
+    def __init__(self, message: str, *, leader_id: int | None, leader_epoch: int) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
 
 class RequestTimedOutError(KafkaError):
@@ -1455,6 +1469,11 @@ CLIENT_SIDE_ERRORS: tuple[type[KafkaError], ...] = (
     NoOffsetForPartitionError,
     IllegalStateError,
 )
+# Raised inside a server only, with more detail than the wire carries; on the wire they
+# travel as their base class's code.
+SERVER_SIDE_ERRORS: tuple[type[KafkaError], ...] = (NotLeaderError,)
+# Every class that is not decoded from the wire: error_for_code never returns one.
+LOCAL_ERRORS = CLIENT_SIDE_ERRORS + SERVER_SIDE_ERRORS
 
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _ALL_ERRORS}
 _BY_NAME: dict[str, type[KafkaError]] = {cls.name: cls for cls in _ALL_ERRORS}

@@ -11,6 +11,7 @@ Thread safety: owned by the broker's event loop; the Log underneath is thread sa
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,7 +21,10 @@ from rillet.metadata.image import PartitionRegistration
 from rillet.metadata.records import NO_LEADER
 from rillet.types import TopicPartition
 
-__all__ = ["FetchResult", "Partition", "ReplicaState"]
+__all__ = ["NO_TOPIC_ID", "FetchResult", "Partition", "ReplicaState"]
+
+# The topic id of a partition made without one (tests).
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 @dataclass
@@ -50,11 +54,13 @@ class Partition:
         log: Log,
         broker_id: int,
         *,
+        topic_id: uuid.UUID = NO_TOPIC_ID,
         min_insync_replicas: int = 1,
         alter_isr: Callable[[TopicPartition, tuple[int, ...]], None] | None = None,
         high_watermark: int = 0,
     ) -> None:
         self.tp = tp
+        self.topic_id = topic_id
         self.log = log
         self.broker_id = broker_id
         self.min_insync_replicas = min_insync_replicas

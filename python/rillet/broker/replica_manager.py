@@ -9,20 +9,26 @@ them onto its wire format. Long polls and ``acks=all`` waits are delayed operati
 
 Which partitions exist and who leads them comes only from the metadata log:
 :meth:`ReplicaManager.apply_partition_changes` turns a metadata delta into become-leader /
-become-follower / delete actions. Runs on the broker's event loop.
+become-follower / delete actions; a leader's ISR changes go to the controller through the
+:class:`~rillet.broker.alter_partition.AlterPartitionManager`. Its background work (ISR
+expiry, the high-watermark checkpoint) runs on the injected scheduler. Runs on the broker's
+event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rillet import errors
 from rillet._core import FetchDataInfo
-from rillet.broker.partition import Partition
+from rillet.broker.alter_partition import AlterPartitionManager
+from rillet.broker.partition import NO_TOPIC_ID, Partition
 from rillet.broker.purgatory import Purgatory
+from rillet.controller import AlterPartitionState
 from rillet.errors import KafkaError
 from rillet.metadata.image import MetadataImage, PartitionChange
+from rillet.scheduler import Clock, Scheduler
 from rillet.storage.log_manager import LogManager
 from rillet.types import TopicPartition
 
@@ -84,13 +90,13 @@ class ReplicaManager:
         self,
         broker_id: int,
         log_manager: LogManager,
-        clock: Callable[[], int],
-        alter_isr: Callable[[TopicPartition, tuple[int, ...]], None] | None = None,
+        clock: Clock,
+        alter_partition: AlterPartitionManager | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.clock = clock
-        self.alter_isr = alter_isr
+        self.alter_partition = alter_partition
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
@@ -111,6 +117,7 @@ class ReplicaManager:
                 continue
             p = self.partitions.get(tp)
             if p is None:
+                topic = image.topic(change.topic)
                 overrides = dict(image.topic_config(change.topic))
                 log = self.log_manager.get_or_create_log(tp.topic, tp.partition, overrides)
                 min_isr = int(self.log_manager.topic_config(tp.topic)["min.insync.replicas"])
@@ -118,13 +125,25 @@ class ReplicaManager:
                     tp,
                     log,
                     self.broker_id,
+                    topic_id=topic.topic_id if topic is not None else NO_TOPIC_ID,
                     min_insync_replicas=min_isr,
-                    alter_isr=self.alter_isr,
+                    alter_isr=self._alter_isr if self.alter_partition is not None else None,
                     high_watermark=self.log_manager.checkpointed_high_watermark(*tp),
                 )
                 self.partitions[tp] = p
             p.apply_registration(after, now)
             self._changed(tp)
+
+    def _alter_isr(self, tp: TopicPartition, new_isr: tuple[int, ...]) -> None:
+        p = self.partitions.get(tp)
+        if p is None or self.alter_partition is None:
+            return
+        self.alter_partition.submit(
+            tp,
+            AlterPartitionState(
+                p.topic_id, tp.partition, p.leader_epoch, p.partition_epoch, new_isr
+            ),
+        )
 
     def _remove(self, tp: TopicPartition) -> None:
         if self.partitions.pop(tp, None) is not None:
@@ -294,6 +313,24 @@ class ReplicaManager:
 
     # -- housekeeping ----------------------------------------------------------------------
 
+    def schedule(
+        self, scheduler: Scheduler, *, replica_lag_time_max_ms: int, hw_checkpoint_ms: int
+    ) -> None:
+        """ISR expiry every half ``replica.lag.time.max.ms`` (Kafka's isr-expiration) and
+        the high-watermark checkpoint every
+        ``replica.high.watermark.checkpoint.interval.ms``."""
+        scheduler.schedule(
+            "isr-expiration",
+            lambda: self.maybe_shrink_isrs(replica_lag_time_max_ms),
+            replica_lag_time_max_ms // 2,
+        )
+        scheduler.schedule(
+            "highwatermark-checkpoint", self.checkpoint_high_watermarks, hw_checkpoint_ms
+        )
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+
     def maybe_shrink_isrs(self, replica_lag_time_max_ms: int) -> None:
         now = self.clock()
         for p in self.partitions.values():
@@ -303,5 +340,7 @@ class ReplicaManager:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
 
     def shutdown(self) -> None:
+        """Complete every waiting request, then checkpoint the high watermarks."""
         self.produce_purgatory.cancel_all()
         self.fetch_purgatory.cancel_all()
+        self.checkpoint_high_watermarks()

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from rillet.config import BrokerConfig, default_data_dir, parse_properties
 from rillet.errors import InvalidConfigurationError, KafkaError
-from rillet.server.meta_properties import check_log_dirs, ensure_formatted
 from rillet.server.process import RilletServer
+from rillet.storage.meta_properties import check_log_dirs, ensure_formatted
 
 HELP = "Start or stop a Rillet server (kafka-server-start.sh / kafka-server-stop.sh)"
 PID_FILE = "rillet-server.pid"

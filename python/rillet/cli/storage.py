@@ -14,7 +14,7 @@ from typing import TextIO
 
 from rillet.config import BrokerConfig
 from rillet.errors import KafkaError
-from rillet.server.meta_properties import (
+from rillet.storage.meta_properties import (
     LATEST_METADATA_VERSION,
     META_PROPERTIES_FILE,
     MetaProperties,

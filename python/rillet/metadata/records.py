@@ -3,7 +3,7 @@
 The controller writes these to the ``__cluster_metadata`` log; every broker replays them, in
 log order, into a :class:`~rillet.metadata.image.MetadataImage`. On the wire and on disk each
 record is one ``rillet.v1.MetadataRecord`` protobuf envelope (``metadata_records.proto``);
-:mod:`rillet.metadata.codec` converts between the two.
+:mod:`rillet.protocol.metadata_records` converts between the two.
 """
 
 from __future__ import annotations

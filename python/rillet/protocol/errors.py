@@ -13,10 +13,18 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rillet.errors import KafkaError, UnknownServerError, error_for_code
+from rillet.errors import KafkaError, UnknownServerError, error_for_code, error_for_name
 from rillet.protocol.gen.v1.common_pb2 import ErrorCode
+from rillet.raft.messages import Errors as RaftErrors
 
-__all__ = ["WireError", "error_from_wire", "error_to_wire", "set_error"]
+__all__ = [
+    "WireError",
+    "error_from_wire",
+    "error_to_wire",
+    "raft_error_from_wire",
+    "raft_error_to_wire",
+    "set_error",
+]
 
 
 class WireError(NamedTuple):
@@ -68,3 +76,21 @@ def set_error(message: Any, exc: BaseException) -> None:
     wire = error_to_wire(exc)
     message.error_code = wire.error_code
     message.error_message = wire.error_message
+
+
+def raft_error_to_wire(error: RaftErrors) -> ErrorCode.ValueType:
+    """The code of a quorum message's error (the Raft core names its errors as Kafka does)."""
+    if error == RaftErrors.NONE:
+        return ErrorCode.NONE
+    return ErrorCode.ValueType(error_for_name(error.value).code)
+
+
+def raft_error_from_wire(error_code: int) -> RaftErrors:
+    """A quorum response's error as the Raft core names it; a code the core has no name for
+    is INVALID_REQUEST, which the core treats as a failed request and retries."""
+    if error_code == ErrorCode.NONE:
+        return RaftErrors.NONE
+    try:
+        return RaftErrors(error_for_code(error_code).name)
+    except ValueError:
+        return RaftErrors.INVALID_REQUEST

@@ -24,7 +24,7 @@ The driver's loop, in the style of etcd's ``Ready``::
         # inputs: any of
         node.step(message, clock())          # a message arrived for this replica
         node.tick(clock())                   # node.next_deadline_ms() has passed
-        offsets = node.propose([b"..."], clock())   # on the leader; else NotLeaderError
+        offsets = node.propose([b"..."], clock())   # on the leader; else errors.NotLeaderError
         # outputs, strictly in this order:
         out = node.poll()
         if out.quorum_state is not None:
@@ -64,7 +64,6 @@ from rillet.raft.messages import (
 )
 from rillet.raft.node import (
     LeaderAndEpoch,
-    NotLeaderError,
     Outputs,
     QuorumInfo,
     RaftInvariantError,
@@ -105,7 +104,6 @@ __all__ = [
     "MemoryQuorumStateStore",
     "MemoryRaftLog",
     "Message",
-    "NotLeaderError",
     "Outputs",
     "QuorumInfo",
     "QuorumState",

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from rillet.errors import KafkaError
+from rillet.errors import NotLeaderError
 from rillet.raft.config import RaftConfig
 from rillet.raft.log import Entry, EpochEndOffset, RaftLog, validate_offset_and_epoch
 from rillet.raft.messages import (
@@ -52,26 +52,11 @@ from rillet.raft.store import ElectionState, QuorumStateStore
 
 __all__ = [
     "LeaderAndEpoch",
-    "NotLeaderError",
     "Outputs",
     "QuorumInfo",
     "RaftInvariantError",
     "RaftNode",
 ]
-
-
-class NotLeaderError(KafkaError):
-    """A proposal reached a replica that is not the leader; ``leader_id`` is the leader it
-    knows of (None if none) in ``leader_epoch``."""
-
-    code = 6
-    name = "NOT_LEADER_OR_FOLLOWER"
-    retriable = True
-
-    def __init__(self, message: str, *, leader_id: int | None, leader_epoch: int) -> None:
-        super().__init__(message)
-        self.leader_id = leader_id
-        self.leader_epoch = leader_epoch
 
 
 class RaftInvariantError(RuntimeError):

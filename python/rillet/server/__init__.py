@@ -1,5 +1,3 @@
-"""Wiring of one process: config -> components, listeners, lifecycle.
-
-:mod:`rillet.server.meta_properties` holds Kafka's ``meta.properties`` (which cluster and
-node a log directory belongs to) and the checks a server runs on its log dirs before start.
-"""
+"""One process: :mod:`rillet.server.process` is the composition root (config ->
+components, listeners, start and stop order); :mod:`rillet.server.grpc` is the gRPC
+transport. Request handling lives in :mod:`rillet.broker` and :mod:`rillet.controller`."""

@@ -14,17 +14,19 @@ recovery points (unclean). The marker is removed as soon as the logs are open, s
 any later moment leads to recovery. On shutdown every log is flushed and closed, the
 checkpoints written, and only then the marker created.
 
+The background work is the LogManager's own (Kafka's kafka-log-flusher, kafka-log-retention
+and kafka-recovery-point-checkpoint tasks): :meth:`LogManager.schedule` hands it to the
+injected scheduler at the broker's intervals.
+
 Thread safety: the methods are meant for the broker's event loop thread (each Log is itself
 thread safe, so reads and appends may come from elsewhere).
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,20 +36,17 @@ from rillet._core import Log, RecoveryInfo, read_offset_checkpoint, write_offset
 from rillet.config import TopicConfig, resolve_topic_config
 from rillet.errors import InvalidTopicError, KafkaStorageError
 from rillet.metadata.topic_names import parse_partition_dir_name, partition_dir_name
+from rillet.scheduler import Clock, Scheduler, wall_clock_ms
+from rillet.storage.dir_lock import lock_dir
 from rillet.types import TopicPartition
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 
 _log = logging.getLogger(__name__)
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -64,7 +63,7 @@ class LogManager:
 
     log_dirs: Sequence[Path | str]
     broker_config: Mapping[str, object] = field(default_factory=dict)
-    clock: Callable[[], int] = wall_clock_ms
+    clock: Clock = wall_clock_ms
     _logs: dict[TopicPartition, _ManagedLog] = field(default_factory=dict, init=False)
     _locks: list[IO[bytes]] = field(default_factory=list, init=False)
     _dirs: list[Path] = field(default_factory=list, init=False)
@@ -82,8 +81,7 @@ class LogManager:
         recovered: dict[TopicPartition, RecoveryInfo] = {}
         try:
             for d in dirs:
-                d.mkdir(parents=True, exist_ok=True)
-                self._locks.append(self._lock(d))
+                self._locks.append(lock_dir(d))
             for d in dirs:
                 recovered.update(self._load_dir(d))
         except BaseException:
@@ -94,19 +92,6 @@ class LogManager:
             raise
         self._dirs = dirs
         return recovered
-
-    @staticmethod
-    def _lock(d: Path) -> IO[bytes]:
-        f = open(d / LOCK_FILE, "ab")  # noqa: SIM115 - held open for the process lifetime
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.close()
-            raise KafkaStorageError(
-                f"Failed to acquire lock on file {LOCK_FILE} in {d}. A Kafka instance in another "
-                "process or thread is using this directory."
-            ) from None
-        return f
 
     def _load_dir(self, d: Path) -> dict[TopicPartition, RecoveryInfo]:
         clean_marker = d / CLEAN_SHUTDOWN_FILE
@@ -223,6 +208,27 @@ class LogManager:
         return True
 
     # -- background work ------------------------------------------------------------------
+
+    def schedule(
+        self,
+        scheduler: Scheduler,
+        *,
+        flush_check_ms: int,
+        retention_check_ms: int,
+        checkpoint_ms: int,
+        high_watermarks: Callable[[], Mapping[TopicPartition, int]],
+    ) -> None:
+        """Run the flusher, retention and the recovery-point / log-start-offset checkpoints
+        on ``scheduler`` (``log.flush.scheduler.interval.ms``,
+        ``log.retention.check.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``).
+        Retention never deletes past a partition's high watermark."""
+        scheduler.schedule("kafka-log-flusher", self.flush_dirty_logs, flush_check_ms)
+        scheduler.schedule(
+            "kafka-log-retention",
+            lambda: self.cleanup_logs(high_watermarks()),
+            retention_check_ms,
+        )
+        scheduler.schedule("kafka-recovery-point-checkpoint", self.checkpoint, checkpoint_ms)
 
     def flush_dirty_logs(self) -> int:
         """Kafka's log flusher: fsync rolled segments, and whole logs whose ``flush.messages``

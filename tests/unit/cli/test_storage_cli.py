@@ -1,5 +1,5 @@
 """``rillet storage`` (Kafka's kafka-storage.sh) and meta.properties
-(rillet.server.meta_properties)."""
+(rillet.storage.meta_properties)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from rillet.cli.main import main
 from rillet.config import BrokerConfig, parse_properties
 from rillet.errors import KafkaError, KafkaStorageError
-from rillet.server.meta_properties import (
+from rillet.storage.meta_properties import (
     LATEST_METADATA_VERSION,
     META_PROPERTIES_FILE,
     AlreadyFormattedError,

@@ -77,7 +77,7 @@ def _error_classes() -> list[type[KafkaError]]:
         for _, obj in inspect.getmembers(rillet.errors, inspect.isclass)
         if issubclass(obj, KafkaError)
         and obj is not KafkaError
-        and obj not in rillet.errors.CLIENT_SIDE_ERRORS
+        and obj not in rillet.errors.LOCAL_ERRORS
     }
     return sorted(found, key=lambda cls: cls.code)
 

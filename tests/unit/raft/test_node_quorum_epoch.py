@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from raft_harness import elect, expire, fetch, log_of, new_node, sent
 
+from rillet.errors import NotLeaderError
 from rillet.raft import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -19,7 +20,6 @@ from rillet.raft import (
     FollowerState,
     LeaderAndEpoch,
     MemoryQuorumStateStore,
-    NotLeaderError,
     RaftNode,
     ResignedState,
     UnattachedState,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from raft_harness import elect, expire, grant, log_of, new_node, sent
 
+from rillet.errors import NotLeaderError
 from rillet.raft import (
     BeginQuorumEpochRequest,
     CandidateState,
@@ -14,7 +15,6 @@ from rillet.raft import (
     FollowerState,
     LeaderChangeMessage,
     MemoryQuorumStateStore,
-    NotLeaderError,
     RaftNode,
     UnattachedState,
     VotedState,

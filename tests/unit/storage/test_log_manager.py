@@ -11,9 +11,9 @@ import pytest
 
 from rillet import BatchBuilder, Log, decode_batches
 from rillet.errors import InvalidTopicError, KafkaStorageError, OffsetOutOfRangeError
+from rillet.storage.dir_lock import LOCK_FILE
 from rillet.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
-    LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     LogManager,

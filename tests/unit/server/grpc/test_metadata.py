@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import grpc
 import pytest
 
+from rillet.broker.apis import BrokerApis
+from rillet.config import BrokerConfig
+from rillet.controller import CreatableTopic, TopicResult
 from rillet.metadata.image import MetadataImage
 from rillet.metadata.records import (
     BrokerEndpoint,
@@ -17,7 +21,7 @@ from rillet.metadata.records import (
     UnfenceBrokerRecord,
 )
 from rillet.protocol import common_pb2, metadata_pb2, metadata_pb2_grpc
-from rillet.server.metadata_api import MetadataServicer
+from rillet.server.grpc.metadata import MetadataServicer
 
 EP = (BrokerEndpoint("PLAINTEXT", "broker-1", 9092), BrokerEndpoint("CONTROLLER", "c", 9093))
 
@@ -37,7 +41,13 @@ class Cluster:
         )
         self.created: list[str] = []
 
-    async def auto_create(self, names: Sequence[str]) -> None:
+    controller_id = 1
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[TopicResult]:
+        """The controller channel's auto topic creation: one partition on broker 1."""
+        names = [t.name for t in topics]
         self.created.extend(names)
         base = self.image.offset + 1
         records = []
@@ -45,15 +55,19 @@ class Cluster:
             tid = uuid.UUID(int=100 + i)
             records += [TopicRecord(name, tid), PartitionRecord(tid, 0, (1,), (1,), 1)]
         self.image = self.image.replay((base + i, r) for i, r in enumerate(records))
+        return [TopicResult(n) for n in names]
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[tuple[metadata_pb2_grpc.MetadataServiceStub, Cluster]]:
+async def client(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[metadata_pb2_grpc.MetadataServiceStub, Cluster]]:
     cluster = Cluster()
     server = grpc.aio.server()
-    servicer = MetadataServicer(
-        lambda: cluster.image, "PLAINTEXT", "cluster-x", lambda: 1, cluster.auto_create
-    )
+    config = BrokerConfig.embedded_default(tmp_path)
+    # Metadata needs no replicas; the cluster stands in for the controller channel.
+    apis = BrokerApis(config, "cluster-x", None, lambda: cluster.image, cluster)  # type: ignore[arg-type]
+    servicer = MetadataServicer(apis, "PLAINTEXT")
     metadata_pb2_grpc.add_MetadataServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

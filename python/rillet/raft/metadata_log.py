@@ -1,51 +1,49 @@
-"""The metadata quorum's storage on disk: the ``__cluster_metadata-0`` log (the Rust Log, as
-for topic data) behind the Raft core's :class:`~rillet.raft.log.RaftLog` Protocol, and the
-``quorum-state`` file behind :class:`~rillet.raft.store.QuorumStateStore`.
+"""The metadata log on disk: the ``__cluster_metadata-0`` log (the Rust Log, as for topic
+data) behind the Raft core's :class:`~rillet.raft.log.RaftLog` Protocol.
 
 Each Raft entry is one record of a RecordBatch whose partition leader epoch is the entry's
 epoch; a leader's proposal is one batch, so epochs change only at batch boundaries, which is
-where Raft truncates. Control entries (the leader-change entry) are control batches.
-
-``quorum-state`` is Kafka's JSON file (``leaderId``, ``leaderEpoch``, ``votedId``, ...),
-replaced atomically (tmp, fsync, rename, fsync dir) before a vote or epoch is acknowledged.
+where Raft truncates. Control entries (the leader-change entry) are control batches. A
+batch's timestamp comes from the injected clock; nothing reads it back.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from rillet._core import BatchBuilder, Log, LogConfig, decode_batches
 from rillet.errors import KafkaStorageError
 from rillet.raft.log import Entry, EpochEndOffset
-from rillet.raft.store import ElectionState
+from rillet.scheduler import Clock, wall_clock_ms
 
 __all__ = [
     "METADATA_TOPIC",
-    "FileQuorumStateStore",
     "MetadataLog",
     "batches_to_entries",
     "entries_to_batches",
 ]
 
 METADATA_TOPIC = "__cluster_metadata"
-QUORUM_STATE_FILE = "quorum-state"
 _READ_BYTES = 8 << 20
 
 
 class MetadataLog:
     """:class:`~rillet.raft.log.RaftLog` over the Rust :class:`~rillet._core.Log`."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, clock: Clock = wall_clock_ms) -> None:
         self.log = log
+        self.clock = clock
 
     @classmethod
-    def open(cls, metadata_log_dir: Path, config: LogConfig | None = None) -> MetadataLog:
+    def open(
+        cls,
+        metadata_log_dir: Path,
+        config: LogConfig | None = None,
+        clock: Clock = wall_clock_ms,
+    ) -> MetadataLog:
         path = Path(metadata_log_dir) / f"{METADATA_TOPIC}-0"
-        return cls(Log.open(path, config or LogConfig(max_message_bytes=8 << 20)))
+        return cls(Log.open(path, config or LogConfig(max_message_bytes=8 << 20)), clock)
 
     @property
     def log_start_offset(self) -> int:
@@ -66,7 +64,7 @@ class MetadataLog:
         if not payloads:
             raise ValueError("nothing to append")
         b = BatchBuilder(is_control=control, partition_leader_epoch=epoch)
-        now = time.time_ns() // 1_000_000
+        now = self.clock()
         for p in payloads:
             b.append(now, None, p)
         info = self.log.append_as_leader(b.build(), epoch, allow_control=control)
@@ -74,7 +72,7 @@ class MetadataLog:
 
     def append_as_follower(self, entries: Sequence[Entry]) -> None:
         if entries:
-            self.log.append_as_follower(entries_to_batches(entries))
+            self.log.append_as_follower(entries_to_batches(entries, self.clock()))
 
     def read(self, from_offset: int, max_entries: int) -> list[Entry]:
         if from_offset >= self.end_offset or max_entries <= 0:
@@ -103,23 +101,23 @@ class MetadataLog:
         self.log.close()
 
 
-def entries_to_batches(entries: Sequence[Entry]) -> bytes:
-    """Entries as RecordBatch bytes: one batch per run of the same epoch and kind."""
+def entries_to_batches(entries: Sequence[Entry], now_ms: int) -> bytes:
+    """Entries as RecordBatch bytes (timestamped ``now_ms``): one batch per run of the same
+    epoch and kind."""
     data = bytearray()
     run: list[Entry] = []
     for e in entries:
         if run and (e.epoch != run[0].epoch or e.control != run[0].control):
-            data += _batch(run)
+            data += _batch(run, now_ms)
             run = []
         run.append(e)
     if run:
-        data += _batch(run)
+        data += _batch(run, now_ms)
     return bytes(data)
 
 
-def _batch(run: Sequence[Entry]) -> bytes:
+def _batch(run: Sequence[Entry], now: int) -> bytes:
     first = run[0]
-    now = time.time_ns() // 1_000_000
     b = BatchBuilder(
         base_offset=first.offset, partition_leader_epoch=first.epoch, is_control=first.control
     )
@@ -137,50 +135,3 @@ def batches_to_entries(data: bytes) -> list[Entry]:
         for batch in decode_batches(data, allow_partial=True)
         for r in batch.records
     ]
-
-
-class FileQuorumStateStore:
-    """The ``quorum-state`` file of the metadata log directory."""
-
-    def __init__(self, metadata_log_dir: Path, voters: Sequence[int] = ()) -> None:
-        self.dir = Path(metadata_log_dir)
-        self.path = self.dir / QUORUM_STATE_FILE
-        self.voters = sorted(voters)
-
-    def load(self) -> ElectionState | None:
-        try:
-            raw = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            raise KafkaStorageError(f"cannot read {self.path}: {e}") from None
-        try:
-            epoch = int(raw["leaderEpoch"])
-            voted = int(raw.get("votedId", -1))
-            leader = int(raw.get("leaderId", -1))
-        except (KeyError, TypeError, ValueError) as e:
-            raise KafkaStorageError(f"{self.path} is malformed: {e}") from None
-        return ElectionState(epoch, None if voted < 0 else voted, None if leader < 0 else leader)
-
-    def persist(self, epoch: int, voted_id: int | None, leader_id: int | None) -> None:
-        body = {
-            "clusterId": "",
-            "leaderId": -1 if leader_id is None else leader_id,
-            "leaderEpoch": epoch,
-            "votedId": -1 if voted_id is None else voted_id,
-            "appliedOffset": 0,
-            "currentVoters": [{"voterId": v} for v in self.voters],
-            "data_version": 0,
-        }
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(body, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -1,16 +1,13 @@
-"""The metadata log on the Rust Log and the quorum-state file, against the RaftLog contract
-that the in-memory log of the Raft tests follows."""
+"""The metadata log on the Rust Log, against the RaftLog contract that the in-memory log of
+the Raft tests follows."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from rillet.errors import KafkaStorageError
 from rillet.raft.log import Entry, EpochEndOffset, validate_offset_and_epoch
 from rillet.raft.memory import MemoryRaftLog
-from rillet.server.metadata_log import FileQuorumStateStore, MetadataLog
+from rillet.raft.metadata_log import MetadataLog
 
 
 def fill(log: MetadataLog | MemoryRaftLog) -> None:
@@ -50,17 +47,3 @@ def test_matches_the_in_memory_log(tmp_path: Path) -> None:
     again = MetadataLog.open(tmp_path)
     assert again.read(0, 100) == mem.read(0, 100)
     again.close()
-
-
-def test_quorum_state_file(tmp_path: Path) -> None:
-    store = FileQuorumStateStore(tmp_path, voters=[3, 1, 2])
-    assert store.load() is None
-    store.persist(5, 2, None)
-    assert FileQuorumStateStore(tmp_path).load() == (5, 2, None)
-    store.persist(6, None, 3)
-    assert store.load() == (6, None, 3)
-    text = (tmp_path / "quorum-state").read_text()
-    assert '"leaderEpoch": 6' in text and '"voterId": 1' in text
-    (tmp_path / "quorum-state").write_text("{not json")
-    with pytest.raises(KafkaStorageError):
-        store.load()

@@ -5,6 +5,7 @@ serialized ``rillet.v1.MetadataRecord`` envelope (``proto/rillet/v1/metadata_rec
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -25,10 +26,11 @@ from rillet.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from rillet.protocol import common_pb2
-from rillet.protocol import metadata_records_pb2 as pb
+from rillet.protocol.gen.v1 import common_pb2
+from rillet.protocol.gen.v1 import metadata_records_pb2 as pb
+from rillet.raft.log import Entry
 
-__all__ = ["decode_record", "encode_record"]
+__all__ = ["decode_entries", "decode_record", "encode_record"]
 
 _PROTOCOLS = {
     "PLAINTEXT": common_pb2.SECURITY_PROTOCOL_PLAINTEXT,
@@ -194,3 +196,9 @@ def decode_record(data: bytes) -> MetadataRecord:
     if kind == "no_op":
         return NoOpRecord()
     raise CorruptRecordError(f"unsupported metadata record type {kind!r}")
+
+
+def decode_entries(entries: Sequence[Entry]) -> list[tuple[int, MetadataRecord]]:
+    """The metadata records of committed quorum entries, with their offsets (control
+    entries are the quorum's own and carry none)."""
+    return [(e.offset, decode_record(e.payload)) for e in entries if not e.control]

@@ -7,7 +7,6 @@ import uuid
 import pytest
 
 from rillet.errors import CorruptRecordError
-from rillet.metadata.codec import decode_record, encode_record
 from rillet.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -25,6 +24,7 @@ from rillet.metadata.records import (
     UnregisterBrokerRecord,
 )
 from rillet.protocol import metadata_records_pb2 as pb
+from rillet.protocol.metadata_records import decode_record, encode_record
 
 T = uuid.UUID("0d1f7b5e-8c2a-4b8e-9f1a-2b3c4d5e6f70")
 

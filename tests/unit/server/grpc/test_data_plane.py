@@ -10,7 +10,9 @@ import grpc
 import pytest
 
 from rillet import BatchBuilder, decode_batches
+from rillet.broker.apis import BrokerApis
 from rillet.broker.replica_manager import ReplicaManager
+from rillet.config import BrokerConfig
 from rillet.metadata.image import MetadataDelta, MetadataImage
 from rillet.metadata.records import (
     BrokerEndpoint,
@@ -20,12 +22,8 @@ from rillet.metadata.records import (
     UnfenceBrokerRecord,
 )
 from rillet.protocol import common_pb2, fetch_pb2, fetch_pb2_grpc, produce_pb2, produce_pb2_grpc
-from rillet.server.data_plane import (
-    FetchServicer,
-    ProduceServicer,
-    add_fetch_servicer,
-    add_produce_servicer,
-)
+from rillet.server.grpc.fetch import FetchServicer, add_fetch_servicer
+from rillet.server.grpc.produce import ProduceServicer, add_produce_servicer
 from rillet.storage.log_manager import LogManager
 
 TID = uuid.UUID(int=3)
@@ -53,10 +51,13 @@ async def stubs(tmp_path: Path) -> AsyncIterator[Stubs]:
     ]
     for i, r in enumerate(records):
         delta.replay(i, r)
-    rm.apply_partition_changes(delta.partition_changes(), delta.apply())
+    image = delta.apply()
+    rm.apply_partition_changes(delta.partition_changes(), image)
+    # Produce and fetch need no controller.
+    apis = BrokerApis(BrokerConfig.embedded_default(tmp_path), "c", rm, lambda: image, None)  # type: ignore[arg-type]
     server = grpc.aio.server()
-    add_produce_servicer(ProduceServicer(rm, lambda: NOW), server)
-    add_fetch_servicer(FetchServicer(rm), server)
+    add_produce_servicer(ProduceServicer(apis, lambda: NOW), server)
+    add_fetch_servicer(FetchServicer(apis), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

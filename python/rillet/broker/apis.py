@@ -1,0 +1,405 @@
+"""BrokerApis: the broker's request handling, free of any transport (Kafka's KafkaApis).
+
+Each handler takes a request as domain values and returns domain results: per-partition,
+per-topic or per-resource :class:`~rillet.errors.KafkaError` instances for what failed, and
+record data as :class:`~rillet._core.FetchDataInfo` file regions, which a transport copies
+into its response or sends with ``sendfile``. A transport (``rillet.server.grpc``, later the
+Kafka wire protocol) only decodes its requests into these calls and encodes the results.
+
+Reads come from this broker's :class:`~rillet.broker.replica_manager.ReplicaManager` and its
+current :class:`~rillet.metadata.image.MetadataImage`; writes to metadata (topics,
+partitions, configs, auto topic creation) go to the active controller through the
+:class:`~rillet.broker.controller_channel.ControllerChannel`. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rillet.broker.controller_channel import ControllerChannel
+from rillet.broker.replica_manager import (
+    FetchedPartition,
+    FetchPartition,
+    ListedOffset,
+    ProducedPartition,
+    ReplicaManager,
+)
+from rillet.config import BrokerConfig, config_value_to_string, resolve_topic_config
+from rillet.controller import AlterConfigOp, CreatableTopic, TopicResult
+from rillet.errors import (
+    InvalidRequestError,
+    InvalidTopicError,
+    KafkaError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+from rillet.metadata.image import MetadataImage, TopicImage
+from rillet.metadata.records import ConfigResourceType
+from rillet.metadata.topic_names import validate_topic_name
+from rillet.types import TopicPartition
+
+__all__ = [
+    "BrokerApis",
+    "ClusterDescription",
+    "ConfigDescription",
+    "DescribedConfigs",
+    "MetadataNode",
+    "MetadataPartition",
+    "MetadataResult",
+    "MetadataTopic",
+    "ProduceEntry",
+]
+
+# One partition of a produce request: its batches, or the error that refused them while
+# the request was decoded.
+ProduceEntry = tuple[str, int, bytes | memoryview | KafkaError]
+
+
+@dataclass(frozen=True)
+class MetadataNode:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    is_fenced: bool = False
+
+
+@dataclass(frozen=True)
+class MetadataPartition:
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True)
+class MetadataTopic:
+    name: str
+    error: KafkaError | None = None
+    topic: TopicImage | None = None
+    partitions: list[MetadataPartition] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MetadataResult:
+    cluster_id: str
+    controller_id: int
+    brokers: list[MetadataNode]
+    topics: list[MetadataTopic]
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int
+    brokers: list[MetadataNode]
+
+
+@dataclass(frozen=True)
+class ConfigDescription:
+    """One config as DescribeConfigs shows it; ``source`` is Kafka's name for where the
+    value comes from (DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ...)."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class DescribedConfigs:
+    error: KafkaError | None = None
+    entries: list[ConfigDescription] = field(default_factory=list)
+
+
+class BrokerApis:
+    """See the module docstring. ``image`` returns the broker's current metadata image."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster_id: str,
+        replicas: ReplicaManager,
+        image: Callable[[], MetadataImage],
+        channel: ControllerChannel,
+    ) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.replicas = replicas
+        self.image = image
+        self.channel = channel
+
+    @property
+    def controller_id(self) -> int:
+        leader = self.channel.controller_id
+        return -1 if leader is None else leader
+
+    # -- produce, fetch, list offsets ------------------------------------------------------
+
+    async def handle_produce(
+        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
+    ) -> list[ProducedPartition]:
+        """Append each entry's batches; one result per entry, in the request's order. A
+        partition may appear once per request: a second entry for it is refused
+        (INVALID_REQUEST) rather than silently replacing the first."""
+        appends: dict[TopicPartition, bytes | memoryview] = {}
+        refused: list[KafkaError | None] = []
+        for topic, partition, records in entries:
+            tp = TopicPartition(topic, partition)
+            if isinstance(records, KafkaError):
+                refused.append(records)
+            elif tp in appends:
+                refused.append(
+                    InvalidRequestError(
+                        f"{tp} is listed more than once in the request; send its batches one "
+                        "after the other in one record_batches"
+                    )
+                )
+            elif not len(records):
+                refused.append(InvalidRequestError(f"{tp}: the entry has no record batches"))
+            else:
+                appends[tp] = records
+                refused.append(None)
+        results = await self.replicas.append_records(appends, acks, timeout_ms)
+        return [
+            ProducedPartition(err) if err is not None else results[TopicPartition(t, p)]
+            for (t, p, _), err in zip(entries, refused, strict=True)
+        ]
+
+    async def handle_fetch(
+        self,
+        wanted: Mapping[TopicPartition, FetchPartition],
+        *,
+        replica_id: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+    ) -> dict[TopicPartition, FetchedPartition]:
+        return await self.replicas.fetch(
+            wanted,
+            replica_id=replica_id,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+        )
+
+    def handle_list_offsets(
+        self, wanted: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ListedOffset]:
+        return self.replicas.list_offsets(wanted)
+
+    # -- metadata --------------------------------------------------------------------------
+
+    async def handle_metadata(
+        self, topics: Sequence[str], allow_auto_topic_creation: bool, listener_name: str
+    ) -> MetadataResult:
+        """Brokers (their ``listener_name`` endpoints) and the named topics (every topic
+        when none is named). Named topics that do not exist are created first when the
+        request and ``auto.create.topics.enable`` allow it."""
+        image = self.image()
+        names = list(topics) or sorted(t.name for t in image.topics())
+        missing = [n for n in names if image.topic(n) is None]
+        if missing and allow_auto_topic_creation and self.config.auto_create_topics_enable:
+            legal = []
+            for n in missing:
+                try:
+                    legal.append(validate_topic_name(n))
+                except InvalidTopicError:
+                    continue
+            if legal:
+                await self.channel.create_topics([CreatableTopic(n) for n in legal])
+                image = self.image()
+        live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+        result_topics = []
+        for name in names:
+            topic = image.topic(name)
+            if topic is None:
+                try:
+                    validate_topic_name(name)
+                    err: KafkaError = UnknownTopicOrPartitionError(
+                        f"This server does not host this topic-partition: {name}."
+                    )
+                except InvalidTopicError as e:
+                    err = e
+                result_topics.append(MetadataTopic(name, err))
+                continue
+            result_topics.append(MetadataTopic(name, None, topic, _partitions(topic, live)))
+        brokers = [b for b in self._nodes(image, listener_name) if not b.is_fenced]
+        return MetadataResult(self.cluster_id, self.controller_id, brokers, result_topics)
+
+    @staticmethod
+    def _nodes(image: MetadataImage, listener_name: str) -> list[MetadataNode]:
+        """Every registered broker with an endpoint on ``listener_name``, by id."""
+        out = []
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            ep = b.endpoint(listener_name)
+            if ep is not None:
+                out.append(MetadataNode(b.broker_id, ep.host, ep.port, b.rack, b.fenced))
+        return out
+
+    def handle_describe_cluster(self, listener_name: str) -> ClusterDescription:
+        image = self.image()
+        brokers = []
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            ep = b.endpoint(listener_name)
+            brokers.append(
+                MetadataNode(
+                    b.broker_id,
+                    ep.host if ep else "",
+                    ep.port if ep else -1,
+                    b.rack,
+                    b.fenced,
+                )
+            )
+        return ClusterDescription(self.cluster_id, self.controller_id, brokers)
+
+    # -- topics and partitions (forwarded to the controller) --------------------------------
+
+    async def handle_create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool
+    ) -> list[TopicResult]:
+        try:
+            return await self.channel.create_topics(topics, validate_only)
+        except KafkaError as e:
+            return [TopicResult(t.name, e) for t in topics]
+
+    async def handle_delete_topics(
+        self, names: Sequence[str], topic_ids: Sequence[bytes]
+    ) -> tuple[list[TopicResult], list[tuple[bytes, KafkaError]]]:
+        """Delete topics named by name or by id. Returns the results by name, and the ids
+        that name no topic."""
+        by_id = {t.topic_id.bytes: t.name for t in self.image().topics()}
+        unknown: list[tuple[bytes, KafkaError]] = [
+            (i, UnknownTopicOrPartitionError("This server does not host this topic ID."))
+            for i in topic_ids
+            if i not in by_id
+        ]
+        all_names = [*names, *(by_id[i] for i in topic_ids if i in by_id)]
+        try:
+            results = await self.channel.delete_topics(all_names)
+        except KafkaError as e:
+            results = [TopicResult(n, e) for n in all_names]
+        return results, unknown
+
+    async def handle_create_partitions(
+        self,
+        topics: Sequence[tuple[str, int, Sequence[Sequence[int]]]],
+        validate_only: bool,
+    ) -> list[TopicResult]:
+        """Grow each ``(topic, count, assignments of the new partitions)``."""
+        image = self.image()
+        wanted = []
+        for name, count, assignments in topics:
+            assignment = None
+            if assignments:
+                topic = image.topic(name)
+                first = len(topic.partitions) if topic else 0
+                assignment = {first + i: list(a) for i, a in enumerate(assignments)}
+            wanted.append((name, count, assignment))
+        try:
+            return await self.channel.create_partitions(wanted, validate_only)
+        except KafkaError as e:
+            return [TopicResult(name, e) for name, _, _ in topics]
+
+    # -- configs ---------------------------------------------------------------------------
+
+    def handle_describe_configs(
+        self, resources: Sequence[tuple[ConfigResourceType | KafkaError, str, Sequence[str]]]
+    ) -> list[DescribedConfigs]:
+        """Each ``(type, name, keys)`` resource's configs (all of them when ``keys`` is
+        empty), or the error that stopped it; a type the request could not name arrives as
+        that error."""
+        image = self.image()
+        out = []
+        for rtype, name, keys in resources:
+            try:
+                if isinstance(rtype, KafkaError):
+                    raise rtype
+                entries = self._config_entries(rtype, name, image)
+            except KafkaError as e:
+                out.append(DescribedConfigs(e))
+                continue
+            wanted = set(keys)
+            read_only = rtype == ConfigResourceType.BROKER
+            out.append(
+                DescribedConfigs(
+                    None,
+                    [
+                        ConfigDescription(k, v, source, read_only)
+                        for k, v, source in entries
+                        if not wanted or k in wanted
+                    ],
+                )
+            )
+        return out
+
+    def _config_entries(
+        self, rtype: ConfigResourceType, name: str, image: MetadataImage
+    ) -> list[tuple[str, str | None, str]]:
+        if rtype == ConfigResourceType.TOPIC:
+            if image.topic(name) is None:
+                raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
+            resolved = resolve_topic_config(
+                self.config.topic_synonyms, dict(image.topic_config(name))
+            )
+            return [
+                (k, config_value_to_string(v), resolved.sources[k])
+                for k, v in sorted(resolved.values.items())
+            ]
+        if name not in ("", str(self.config.node_id)):
+            raise InvalidRequestError(f"This is broker {self.config.node_id}, not {name}.")
+        dynamic: Mapping[str, str] = image.broker_config(name)
+        out: list[tuple[str, str | None, str]] = []
+        for e in self.config.describe():
+            if e.name in dynamic:
+                out.append((e.name, dynamic[e.name], "DYNAMIC_BROKER_CONFIG"))
+            else:
+                out.append((e.name, e.value, e.source))
+        return out
+
+    async def handle_alter_configs(
+        self,
+        resources: Sequence[tuple[ConfigResourceType | KafkaError, str, Sequence[AlterConfigOp]]],
+        validate_only: bool,
+    ) -> list[KafkaError | None]:
+        """IncrementalAlterConfigs: one result per resource, in order."""
+        results: list[KafkaError | None] = [
+            rtype if isinstance(rtype, KafkaError) else None for rtype, _, _ in resources
+        ]
+        valid = [
+            (i, (rtype, name, ops))
+            for i, (rtype, name, ops) in enumerate(resources)
+            if not isinstance(rtype, KafkaError)
+        ]
+        try:
+            answers = await self.channel.incremental_alter_configs(
+                [r for _, r in valid], validate_only
+            )
+        except KafkaError as e:
+            answers = [e] * len(valid)
+        for (i, _), answer in zip(valid, answers, strict=True):
+            results[i] = answer
+        return results
+
+
+def _partitions(topic: TopicImage, live: set[int]) -> list[MetadataPartition]:
+    out = []
+    for p, reg in sorted(topic.partitions.items()):
+        out.append(
+            MetadataPartition(
+                p,
+                reg.leader,
+                reg.leader_epoch,
+                reg.replicas,
+                reg.isr,
+                tuple(r for r in reg.replicas if r not in live),
+                None
+                if reg.has_leader
+                else LeaderNotAvailableError(f"There is no leader for {topic.name}-{p}."),
+            )
+        )
+    return out

@@ -1,0 +1,107 @@
+"""The broker's one way to the active controller (Kafka's NodeToControllerChannelManager):
+registration and heartbeats, ISR changes (AlterPartition), and the admin requests a broker
+forwards (create/delete topics, create partitions, alter configs, auto topic creation).
+
+Every method raises a :class:`~rillet.errors.KafkaError` when the request as a whole
+fails (NOT_CONTROLLER when there is no active controller to take it, say); per-item
+errors come back inside the results. :class:`InProcessControllerChannel` serves a node
+that runs its broker and a controller in one process (combined mode). A broker that
+talks to a remote controller gets an implementation over RPC with this same interface;
+nothing else in the broker changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from rillet.controller import (
+    AlterConfigOp,
+    AlterPartitionResult,
+    AlterPartitionState,
+    CreatableTopic,
+    HeartbeatResult,
+    TopicResult,
+)
+from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from rillet.controller.service import ControllerService
+from rillet.errors import KafkaError
+from rillet.metadata.records import ConfigResourceType
+
+__all__ = ["ControllerChannel", "InProcessControllerChannel"]
+
+PartitionsToCreate = Sequence[tuple[str, int, Mapping[int, Sequence[int]] | None]]
+ConfigChanges = Sequence[tuple[ConfigResourceType, str, Sequence[AlterConfigOp]]]
+
+
+class ControllerChannel(Protocol):
+    @property
+    def controller_id(self) -> int | None:
+        """The active controller as last known (None while there is none)."""
+        ...
+
+    async def register_broker(self, request: BrokerRegistrationRequest) -> int:
+        """Returns the new broker epoch."""
+        ...
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> HeartbeatResult: ...
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
+    ) -> list[AlterPartitionResult]: ...
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[TopicResult]: ...
+
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicResult]: ...
+
+    async def create_partitions(
+        self, requests: PartitionsToCreate, validate_only: bool = False
+    ) -> list[TopicResult]: ...
+
+    async def incremental_alter_configs(
+        self, resources: ConfigChanges, validate_only: bool = False
+    ) -> list[KafkaError | None]: ...
+
+
+class InProcessControllerChannel:
+    """:class:`ControllerChannel` to the controller in this process: each call goes straight
+    to the :class:`~rillet.controller.service.ControllerService`, which answers only while
+    this node is the active controller."""
+
+    def __init__(self, service: ControllerService) -> None:
+        self.service = service
+
+    @property
+    def controller_id(self) -> int | None:
+        return self.service.controller_id
+
+    async def register_broker(self, request: BrokerRegistrationRequest) -> int:
+        return await self.service.register_broker(request)
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> HeartbeatResult:
+        return await self.service.broker_heartbeat(request)
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
+    ) -> list[AlterPartitionResult]:
+        return await self.service.alter_partition(broker_id, broker_epoch, changes)
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self.service.create_topics(topics, validate_only)
+
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicResult]:
+        return await self.service.delete_topics(names)
+
+    async def create_partitions(
+        self, requests: PartitionsToCreate, validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self.service.create_partitions(requests, validate_only)
+
+    async def incremental_alter_configs(
+        self, resources: ConfigChanges, validate_only: bool = False
+    ) -> list[KafkaError | None]:
+        return await self.service.incremental_alter_configs(resources, validate_only)

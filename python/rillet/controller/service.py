@@ -1,0 +1,162 @@
+"""ControllerService: the pure :class:`~rillet.controller.QuorumController` run on the event
+loop over the metadata quorum (Kafka's ControllerApis and the QuorumController's event
+queue).
+
+A request (create topics, register a broker, ...) becomes records computed by the pure
+controller; the records are proposed through Raft, applied at once to the controller's
+working image (so the next request sees them), and the request is answered when they
+commit. Committed records are replayed into the controller, so an inactive controller
+follows the log. Any replica of the quorum may hold one; only the active (leader) one
+answers, the others raise NOT_CONTROLLER.
+
+This is the one module of :mod:`rillet.controller` that is not pure: it awaits commits on
+the asyncio loop. Time comes from the injected clock. Not thread safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from rillet.controller import (
+    AlterConfigOp,
+    AlterPartitionResult,
+    AlterPartitionState,
+    ControllerResult,
+    CreatableTopic,
+    HeartbeatResult,
+    QuorumController,
+    TopicResult,
+)
+from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from rillet.errors import KafkaError, NotControllerError
+from rillet.metadata.records import ConfigResourceType, MetadataRecord
+from rillet.protocol.metadata_records import encode_record
+from rillet.raft.driver import RaftDriver
+from rillet.raft.node import LeaderAndEpoch
+from rillet.scheduler import Clock
+
+__all__ = ["ControllerService"]
+
+T = TypeVar("T")
+
+
+class ControllerService:
+    """See the module docstring. :meth:`attach` the quorum's driver before any request."""
+
+    def __init__(self, controller: QuorumController, clock: Clock) -> None:
+        self.controller = controller
+        self.clock = clock
+        self.driver: RaftDriver | None = None
+        self.leader = LeaderAndEpoch(None, -1)
+
+    def attach(self, driver: RaftDriver) -> None:
+        self.driver = driver
+
+    @property
+    def is_active(self) -> bool:
+        return self.driver is not None and self.driver.is_leader
+
+    @property
+    def controller_id(self) -> int | None:
+        """The active controller as this replica knows it (None while there is none)."""
+        return self.leader.leader_id
+
+    def _require_active(self) -> tuple[QuorumController, RaftDriver]:
+        if self.driver is None or not self.driver.is_leader:
+            raise NotControllerError(
+                f"This node is not the active controller (leader: {self.leader.leader_id})."
+            )
+        return self.controller, self.driver
+
+    async def _write(self, op: Callable[[QuorumController], ControllerResult[T]]) -> T:
+        """Run ``op`` on the active controller, propose its records and return its response
+        once they commit (at once when it wrote none)."""
+        controller, driver = self._require_active()
+        result = op(controller)
+        if not result.records:
+            return result.response
+        offsets = driver.propose([encode_record(r) for r in result.records])
+        controller.apply_appended(offsets.start, result.records)
+        await driver.wait_committed(offsets.stop - 1)
+        return result.response
+
+    # -- broker lifecycle (KIP-631) ----------------------------------------------------------
+
+    async def register_broker(self, request: BrokerRegistrationRequest) -> int:
+        """Returns the broker's new epoch."""
+        return await self._write(
+            lambda c: c.register_broker(
+                request.broker_id,
+                request.incarnation_id,
+                list(request.listeners),
+                request.rack,
+                self.clock(),
+            )
+        )
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> HeartbeatResult:
+        def op(c: QuorumController) -> ControllerResult[HeartbeatResult]:
+            return c.broker_heartbeat(
+                request.broker_id,
+                request.broker_epoch,
+                self.clock(),
+                caught_up=request.current_metadata_offset >= c.committed.offset,
+                want_fence=request.want_fence,
+                want_shutdown=request.want_shutdown,
+            )
+
+        return await self._write(op)
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
+    ) -> list[AlterPartitionResult]:
+        return await self._write(lambda c: c.alter_partition(broker_id, broker_epoch, changes))
+
+    def fence_stale_brokers(self) -> None:
+        """Fence brokers whose session expired (scheduled every heartbeat interval on every
+        controller; only the active one acts). The write completes in the background."""
+        if not self.is_active:
+            return
+        records = self.controller.fence_stale_brokers(self.clock())
+        if not records:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._write(lambda _: ControllerResult(records, None))
+        )
+        task.add_done_callback(lambda t: t.exception())
+
+    # -- admin -----------------------------------------------------------------------------
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._write(lambda c: c.create_topics(topics, validate_only))
+
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicResult]:
+        return await self._write(lambda c: c.delete_topics(names))
+
+    async def create_partitions(
+        self,
+        requests: Sequence[tuple[str, int, Mapping[int, Sequence[int]] | None]],
+        validate_only: bool = False,
+    ) -> list[TopicResult]:
+        return await self._write(lambda c: c.create_partitions(requests, validate_only))
+
+    async def incremental_alter_configs(
+        self,
+        resources: Sequence[tuple[ConfigResourceType, str, Sequence[AlterConfigOp]]],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        return await self._write(lambda c: c.incremental_alter_configs(resources, validate_only))
+
+    # -- the quorum's callbacks ----------------------------------------------------------------
+
+    def on_commit(self, records: Sequence[tuple[int, MetadataRecord]]) -> None:
+        self.controller.replay_committed(records)
+
+    def on_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self.leader = leader
+        if not self.is_active:
+            self.controller.revert_to_committed()

@@ -1,0 +1,192 @@
+"""AdminService messages (``admin.proto``) to and from the domain: topics, partitions, the
+cluster and configs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rillet.broker.apis import ClusterDescription, DescribedConfigs
+from rillet.controller import AlterConfigOp, CreatableTopic, TopicResult
+from rillet.errors import InvalidRequestError, KafkaError
+from rillet.metadata.records import ConfigResourceType
+from rillet.protocol.errors import set_error
+from rillet.protocol.gen.v1 import admin_pb2
+
+__all__ = [
+    "alter_configs_request_from_pb",
+    "alter_configs_response",
+    "create_partitions_request_from_pb",
+    "create_partitions_response",
+    "create_topics_request_from_pb",
+    "create_topics_response",
+    "delete_topics_response",
+    "describe_cluster_response",
+    "describe_configs_request_from_pb",
+    "describe_configs_response",
+]
+
+_OPS = {
+    admin_pb2.ALTER_CONFIG_OP_SET: "SET",
+    admin_pb2.ALTER_CONFIG_OP_DELETE: "DELETE",
+    admin_pb2.ALTER_CONFIG_OP_APPEND: "APPEND",
+    admin_pb2.ALTER_CONFIG_OP_SUBTRACT: "SUBTRACT",
+}
+_SOURCES = {
+    "DYNAMIC_TOPIC_CONFIG": admin_pb2.CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG,
+    "DYNAMIC_BROKER_CONFIG": admin_pb2.CONFIG_SOURCE_DYNAMIC_BROKER_CONFIG,
+    "STATIC_BROKER_CONFIG": admin_pb2.CONFIG_SOURCE_STATIC_BROKER_CONFIG,
+    "DEFAULT_CONFIG": admin_pb2.CONFIG_SOURCE_DEFAULT_CONFIG,
+}
+
+
+def _resource_type(value: int) -> ConfigResourceType | KafkaError:
+    try:
+        return ConfigResourceType(value)
+    except ValueError:
+        return InvalidRequestError(f"unsupported config resource type {value}")
+
+
+# -- topics and partitions -----------------------------------------------------------------
+
+
+def create_topics_request_from_pb(
+    request: admin_pb2.CreateTopicsRequest,
+) -> list[CreatableTopic]:
+    return [
+        CreatableTopic(
+            t.name,
+            t.num_partitions if t.HasField("num_partitions") else -1,
+            t.replication_factor if t.HasField("replication_factor") else -1,
+            {a.partition: list(a.broker_ids) for a in t.assignments} or None,
+            dict(t.configs),
+        )
+        for t in request.topics
+    ]
+
+
+def create_topics_response(results: Sequence[TopicResult]) -> admin_pb2.CreateTopicsResponse:
+    response = admin_pb2.CreateTopicsResponse()
+    for r in results:
+        out = response.topics.add(
+            name=r.name, num_partitions=r.num_partitions, replication_factor=r.replication_factor
+        )
+        if r.topic_id is not None:
+            out.topic_id = r.topic_id.bytes
+        if r.error is not None:
+            set_error(out, r.error)
+    return response
+
+
+def delete_topics_response(
+    results: Sequence[TopicResult], unknown_ids: Sequence[tuple[bytes, KafkaError]]
+) -> admin_pb2.DeleteTopicsResponse:
+    response = admin_pb2.DeleteTopicsResponse()
+    for r in results:
+        out = response.topics.add(name=r.name)
+        if r.topic_id is not None:
+            out.topic_id = r.topic_id.bytes
+        if r.error is not None:
+            set_error(out, r.error)
+    for topic_id, err in unknown_ids:
+        set_error(response.topics.add(topic_id=topic_id), err)
+    return response
+
+
+def create_partitions_request_from_pb(
+    request: admin_pb2.CreatePartitionsRequest,
+) -> list[tuple[str, int, list[list[int]]]]:
+    """Each topic's ``(name, count, replica lists of the new partitions)``."""
+    return [(t.name, t.count, [list(a.broker_ids) for a in t.assignments]) for t in request.topics]
+
+
+def create_partitions_response(
+    results: Sequence[TopicResult],
+) -> admin_pb2.CreatePartitionsResponse:
+    response = admin_pb2.CreatePartitionsResponse()
+    for r in results:
+        out = response.topics.add(name=r.name)
+        if r.error is not None:
+            set_error(out, r.error)
+    return response
+
+
+# -- cluster ---------------------------------------------------------------------------------
+
+
+def describe_cluster_response(
+    cluster: ClusterDescription,
+) -> admin_pb2.DescribeClusterResponse:
+    response = admin_pb2.DescribeClusterResponse(
+        cluster_id=cluster.cluster_id, controller_id=cluster.controller_id
+    )
+    for b in cluster.brokers:
+        out = response.brokers.add(
+            node_id=b.node_id, host=b.host, port=b.port, is_fenced=b.is_fenced
+        )
+        if b.rack is not None:
+            out.rack = b.rack
+    return response
+
+
+# -- configs ---------------------------------------------------------------------------------
+
+
+def describe_configs_request_from_pb(
+    request: admin_pb2.DescribeConfigsRequest,
+) -> list[tuple[ConfigResourceType | KafkaError, str, list[str]]]:
+    return [
+        (_resource_type(r.resource_type), r.resource_name, list(r.configuration_keys))
+        for r in request.resources
+    ]
+
+
+def describe_configs_response(
+    request: admin_pb2.DescribeConfigsRequest, results: Sequence[DescribedConfigs]
+) -> admin_pb2.DescribeConfigsResponse:
+    response = admin_pb2.DescribeConfigsResponse()
+    for res, result in zip(request.resources, results, strict=True):
+        out = response.results.add(resource_type=res.resource_type, resource_name=res.resource_name)
+        if result.error is not None:
+            set_error(out, result.error)
+            continue
+        for e in result.entries:
+            entry = out.configs.add(
+                name=e.name,
+                is_default=e.source == "DEFAULT_CONFIG",
+                source=_SOURCES.get(e.source, admin_pb2.CONFIG_SOURCE_UNKNOWN),
+                read_only=e.read_only,
+            )
+            if e.value is not None:
+                entry.value = e.value
+    return response
+
+
+def alter_configs_request_from_pb(
+    request: admin_pb2.AlterConfigsRequest,
+) -> list[tuple[ConfigResourceType | KafkaError, str, list[AlterConfigOp]]]:
+    return [
+        (
+            _resource_type(r.resource_type),
+            r.resource_name,
+            [
+                AlterConfigOp(
+                    c.name,
+                    _OPS.get(c.config_operation, "SET"),
+                    c.value if c.HasField("value") else None,
+                )
+                for c in r.configs
+            ],
+        )
+        for r in request.resources
+    ]
+
+
+def alter_configs_response(
+    request: admin_pb2.AlterConfigsRequest, results: Sequence[KafkaError | None]
+) -> admin_pb2.AlterConfigsResponse:
+    response = admin_pb2.AlterConfigsResponse()
+    for res, err in zip(request.resources, results, strict=True):
+        out = response.results.add(resource_type=res.resource_type, resource_name=res.resource_name)
+        if err is not None:
+            set_error(out, err)
+    return response

@@ -1,0 +1,183 @@
+"""FetchService messages (``fetch.proto``) to and from the domain: Fetch and ListOffsets.
+
+A fetch response is written in Rust (``encode_fetch_response``): each partition's record
+batches are read from the log's files straight into their place in the response, one copy
+from the page cache. A request that asks for ``structured`` records gets them decoded into
+protobuf messages instead, for clients without a RecordBatch decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rillet._core import FetchDataInfo, decode_batches, encode_fetch_response
+from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ListedOffset
+from rillet.protocol.errors import error_to_wire, set_error
+from rillet.protocol.gen.v1 import common_pb2, fetch_pb2
+from rillet.types import TopicPartition
+
+__all__ = [
+    "DEFAULT_FETCH_MAX_BYTES",
+    "DEFAULT_PARTITION_MAX_BYTES",
+    "FetchQuery",
+    "fetch_request_from_pb",
+    "fetch_response_bytes",
+    "list_offsets_request_from_pb",
+    "list_offsets_response",
+    "structured_fetch_response",
+    "structured_records",
+]
+
+# A request's partition_max_bytes or max_bytes of 0 (unset) means these.
+DEFAULT_PARTITION_MAX_BYTES = 1 << 20
+DEFAULT_FETCH_MAX_BYTES = 50 << 20
+
+# encode_fetch_response's partition: (partition, error code, error message, high watermark,
+# last stable offset, log start offset, diverging epoch, preferred read replica, data).
+FetchedPartitionOut = tuple[
+    int, int, str, int, int, int, tuple[int, int] | None, int, FetchDataInfo | None
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchQuery:
+    """A fetch request in the domain's terms (the arguments of ``BrokerApis.handle_fetch``,
+    with the wire's defaults applied)."""
+
+    wanted: dict[TopicPartition, FetchPartition]
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    structured: bool
+
+
+def fetch_request_from_pb(request: fetch_pb2.FetchRequest) -> FetchQuery:
+    wanted: dict[TopicPartition, FetchPartition] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            wanted[TopicPartition(topic.name, p.partition)] = FetchPartition(
+                p.fetch_offset,
+                p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
+                p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
+                p.last_fetched_epoch if p.HasField("last_fetched_epoch") else None,
+            )
+    return FetchQuery(
+        wanted,
+        replica_id=request.replica_id if request.HasField("replica_id") else -1,
+        max_wait_ms=max(request.max_wait_ms, 0),
+        min_bytes=max(request.min_bytes, 1),
+        max_bytes=request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
+        structured=request.structured,
+    )
+
+
+def fetch_response_bytes(
+    wanted: Mapping[TopicPartition, FetchPartition],
+    results: Mapping[TopicPartition, FetchedPartition],
+) -> bytes:
+    """The FetchResponse's wire bytes, partitions in the request's order."""
+    topics: dict[str, list[FetchedPartitionOut]] = {}
+    for tp in wanted:
+        r = results[tp]
+        code, message = (0, "") if r.error is None else error_to_wire(r.error)
+        topics.setdefault(tp.topic, []).append(
+            (
+                tp.partition,
+                code,
+                message,
+                r.high_watermark,
+                r.last_stable_offset,
+                r.log_start_offset,
+                r.diverging_epoch,
+                -1,  # preferred_read_replica: none, read from the leader
+                r.data if r.error is None and r.data is not None and r.data.size else None,
+            )
+        )
+    return encode_fetch_response(list(topics.items()))
+
+
+def structured_fetch_response(
+    wanted: Mapping[TopicPartition, FetchPartition],
+    results: Mapping[TopicPartition, FetchedPartition],
+) -> fetch_pb2.FetchResponse:
+    """The FetchResponse with decoded records instead of batch bytes."""
+    response = fetch_pb2.FetchResponse()
+    topics: dict[str, fetch_pb2.FetchResponse.Topic] = {}
+    for tp, req in wanted.items():
+        out = topics.get(tp.topic)
+        if out is None:
+            out = topics[tp.topic] = response.topics.add(name=tp.topic)
+        r = results[tp]
+        part = out.partitions.add(partition=tp.partition)
+        part.high_watermark = r.high_watermark
+        part.last_stable_offset = r.last_stable_offset
+        part.log_start_offset = r.log_start_offset
+        part.preferred_read_replica = -1
+        if r.error is not None:
+            set_error(part, r.error)
+            continue
+        if r.diverging_epoch is not None:
+            part.diverging_epoch.epoch, part.diverging_epoch.end_offset = r.diverging_epoch
+        if r.data is not None and r.data.size:
+            part.records.extend(structured_records(r.data.read_all(), req.fetch_offset))
+    return response
+
+
+def structured_records(data: bytes, from_offset: int) -> list[common_pb2.Record]:
+    """Decoded records at or after ``from_offset`` from fetched batch bytes."""
+    out: list[common_pb2.Record] = []
+    for batch in decode_batches(data, allow_partial=True):
+        ts_type = (
+            common_pb2.TIMESTAMP_TYPE_LOG_APPEND_TIME
+            if batch.timestamp_type == "LogAppendTime"
+            else common_pb2.TIMESTAMP_TYPE_CREATE_TIME
+        )
+        epoch = batch.partition_leader_epoch
+        for r in batch.records:
+            if r.offset < from_offset or batch.is_control:
+                continue
+            out.append(
+                common_pb2.Record(
+                    key=r.key,
+                    value=r.value,
+                    headers=[common_pb2.Header(key=k, value=v) for k, v in r.headers],
+                    timestamp_ms=r.timestamp,
+                    offset=r.offset,
+                    timestamp_type=ts_type,
+                    leader_epoch=epoch if epoch >= 0 else None,
+                )
+            )
+    return out
+
+
+def list_offsets_request_from_pb(
+    request: fetch_pb2.ListOffsetsRequest,
+) -> dict[TopicPartition, int]:
+    """Each partition's wanted timestamp (-2 earliest, -1 latest, -3 max timestamp)."""
+    return {
+        TopicPartition(t.name, p.partition): p.timestamp_ms
+        for t in request.topics
+        for p in t.partitions
+    }
+
+
+def list_offsets_response(
+    results: Mapping[TopicPartition, ListedOffset],
+) -> fetch_pb2.ListOffsetsResponse:
+    response = fetch_pb2.ListOffsetsResponse()
+    topics: dict[str, fetch_pb2.ListOffsetsResponse.Topic] = {}
+    for tp, r in results.items():
+        out = topics.get(tp.topic)
+        if out is None:
+            out = topics[tp.topic] = response.topics.add(name=tp.topic)
+        part = out.partitions.add(
+            partition=tp.partition,
+            timestamp_ms=r.timestamp,
+            offset=r.offset,
+            leader_epoch=r.leader_epoch,
+        )
+        if r.error is not None:
+            set_error(part, r.error)
+    return response

@@ -1,0 +1,220 @@
+"""Drives the pure Raft core (:class:`~rillet.raft.node.RaftNode`) on an asyncio event loop.
+
+The driver owns the contract the core states: after every input it polls, then (1) persists
+the quorum state and flushes the metadata log, (2) sends messages, (3) hands committed entries
+to the application, in that order. The clock and the transport are injected: requests to
+other voters go through a :class:`RaftTransport` (gRPC in a real process) whose responses are
+stepped back into the node; requests from them arrive through :meth:`RaftDriver.handle` and
+wait for the node's response (a leader parks a fetch until data arrives or ``max_wait_ms``
+passes). A single-voter quorum sends nothing and commits on its own append: the same code
+path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from rillet.errors import NotControllerError, NotLeaderError
+from rillet.raft.log import Entry, RaftLog
+from rillet.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    VoteRequest,
+    VoteResponse,
+)
+from rillet.raft.node import LeaderAndEpoch, RaftNode
+from rillet.raft.store import QuorumStateStore
+from rillet.scheduler import Clock
+
+__all__ = ["RaftDriver", "RaftTransport"]
+
+_log = logging.getLogger(__name__)
+
+_RESPONSE_OF = {
+    VoteResponse: VoteRequest,
+    BeginQuorumEpochResponse: BeginQuorumEpochRequest,
+    EndQuorumEpochResponse: EndQuorumEpochRequest,
+    FetchResponse: FetchRequest,
+}
+
+
+class FlushableLog(RaftLog, Protocol):
+    def flush(self) -> None: ...
+
+
+class RaftTransport(Protocol):
+    """How a driver reaches the other voters."""
+
+    async def send(self, request: Message, timeout_s: float) -> Message | None:
+        """Deliver ``request`` to its ``destination_id`` and return the response, or None
+        when there is none to step (the peer is unknown, unreachable or timed out: the core
+        retries on its own timers)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class RaftDriver:
+    """Runs one RaftNode. ``on_commit(entries)`` receives committed entries in order;
+    ``on_leader_change(leader)`` every change of the known leader or epoch. Not thread safe:
+    every method runs on the event loop."""
+
+    def __init__(
+        self,
+        node: RaftNode,
+        store: QuorumStateStore,
+        log: FlushableLog,
+        clock: Clock,
+        transport: RaftTransport,
+        on_commit: Callable[[Sequence[Entry]], None],
+        on_leader_change: Callable[[LeaderAndEpoch], None] = lambda _: None,
+    ) -> None:
+        self.node = node
+        self.store = store
+        self.log = log
+        self.clock = clock
+        self.transport = transport
+        self.on_commit = on_commit
+        self.on_leader_change = on_leader_change
+        self._wake = asyncio.Event()
+        self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
+        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.node.tick(self.clock())
+        self._process()
+        self._runner = asyncio.create_task(self._run(), name="raft-driver")
+
+    async def stop(self) -> None:
+        """Resign leadership gracefully (EndQuorumEpoch), then stop."""
+        with contextlib.suppress(Exception):
+            if self.node.is_leader:
+                self.node.resign(self.clock())
+                self._process()
+                await asyncio.sleep(0)
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        for t in list(self._tasks):
+            t.cancel()
+        for reply in self._replies.values():
+            reply.cancel()
+        for _, waiter in self._commit_waiters:
+            if not waiter.done():
+                waiter.set_exception(NotControllerError("the controller is shutting down"))
+        await self.transport.close()
+        self.log.flush()
+
+    async def _run(self) -> None:
+        while True:
+            deadline = self.node.next_deadline_ms()
+            timeout = None if deadline is None else max(deadline - self.clock(), 0) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+            try:
+                self.node.tick(self.clock())
+                self._process()
+            except Exception:
+                _log.exception("the metadata quorum failed")
+                raise
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.node.is_leader
+
+    def propose(self, payloads: Sequence[bytes]) -> range:
+        """Append on the leader; returns the offsets (not yet committed). The outputs are
+        processed by the driver's loop right after the caller yields, so the caller can act
+        on the offsets before any of them is reported committed."""
+        try:
+            offsets = self.node.propose(list(payloads), self.clock())
+        except NotLeaderError as e:
+            raise NotControllerError(str(e)) from None
+        self._wake.set()
+        return offsets
+
+    async def wait_committed(self, offset: int) -> None:
+        """Return once ``offset`` is committed (below the high watermark)."""
+        if self.node.high_watermark > offset:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((offset, fut))
+        await fut
+
+    async def handle(self, request: Message) -> Message:
+        """A request from another replica; returns the node's response to it."""
+        key = (request.source_id, type(request))
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        old = self._replies.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._replies[key] = fut
+        self.node.step(request, self.clock())
+        self._process()
+        return await fut
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    def _process(self) -> None:
+        out = self.node.poll()
+        if not out:
+            return
+        if out.quorum_state is not None:
+            self.store.persist(*out.quorum_state)
+        if out.flush_log:
+            self.log.flush()
+        for m in out.messages:
+            request_type = _RESPONSE_OF.get(type(m))
+            if request_type is not None:
+                reply = self._replies.pop((m.destination_id, request_type), None)
+                if reply is not None and not reply.done():
+                    reply.set_result(m)
+                continue
+            task = asyncio.get_running_loop().create_task(self._send(m))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if out.committed:
+            self.on_commit(out.committed)
+        hw = out.high_watermark
+        if self._commit_waiters:
+            still = []
+            for offset, fut in self._commit_waiters:
+                if offset < hw:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    still.append((offset, fut))
+            self._commit_waiters = still
+        if out.leader_change is not None:
+            if not self.node.is_leader:
+                for _, fut in self._commit_waiters:
+                    if not fut.done():
+                        fut.set_exception(NotControllerError("leadership moved before commit"))
+                self._commit_waiters = []
+            self.on_leader_change(out.leader_change)
+
+    async def _send(self, m: Message) -> None:
+        timeout = self.node.config.request_timeout_ms / 1000
+        if isinstance(m, FetchRequest):
+            timeout += m.max_wait_ms / 1000
+        response = await self.transport.send(m, timeout)
+        if response is not None:
+            self.node.step(response, self.clock())
+            self._process()

@@ -1,0 +1,74 @@
+"""AdminService over :class:`~rillet.broker.apis.BrokerApis`."""
+
+from __future__ import annotations
+
+import grpc
+
+from rillet.broker.apis import BrokerApis
+from rillet.protocol.admin import (
+    alter_configs_request_from_pb,
+    alter_configs_response,
+    create_partitions_request_from_pb,
+    create_partitions_response,
+    create_topics_request_from_pb,
+    create_topics_response,
+    delete_topics_response,
+    describe_cluster_response,
+    describe_configs_request_from_pb,
+    describe_configs_response,
+)
+from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc
+
+__all__ = ["AdminServicer"]
+
+Context = grpc.aio.ServicerContext[object, object]
+
+
+class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    """Describes brokers with the endpoints of ``listener_name``."""
+
+    def __init__(self, apis: BrokerApis, listener_name: str) -> None:
+        self.apis = apis
+        self.listener_name = listener_name
+
+    async def CreateTopics(
+        self, request: admin_pb2.CreateTopicsRequest, context: Context
+    ) -> admin_pb2.CreateTopicsResponse:
+        topics = create_topics_request_from_pb(request)
+        results = await self.apis.handle_create_topics(topics, request.validate_only)
+        return create_topics_response(results)
+
+    async def DeleteTopics(
+        self, request: admin_pb2.DeleteTopicsRequest, context: Context
+    ) -> admin_pb2.DeleteTopicsResponse:
+        results, unknown = await self.apis.handle_delete_topics(
+            list(request.topic_names), list(request.topic_ids)
+        )
+        return delete_topics_response(results, unknown)
+
+    async def CreatePartitions(
+        self, request: admin_pb2.CreatePartitionsRequest, context: Context
+    ) -> admin_pb2.CreatePartitionsResponse:
+        results = await self.apis.handle_create_partitions(
+            create_partitions_request_from_pb(request), request.validate_only
+        )
+        return create_partitions_response(results)
+
+    async def DescribeCluster(
+        self, request: admin_pb2.DescribeClusterRequest, context: Context
+    ) -> admin_pb2.DescribeClusterResponse:
+        return describe_cluster_response(self.apis.handle_describe_cluster(self.listener_name))
+
+    async def DescribeConfigs(
+        self, request: admin_pb2.DescribeConfigsRequest, context: Context
+    ) -> admin_pb2.DescribeConfigsResponse:
+        results = self.apis.handle_describe_configs(describe_configs_request_from_pb(request))
+        return describe_configs_response(request, results)
+
+    async def AlterConfigs(
+        self, request: admin_pb2.AlterConfigsRequest, context: Context
+    ) -> admin_pb2.AlterConfigsResponse:
+        results = await self.apis.handle_alter_configs(
+            alter_configs_request_from_pb(request), request.validate_only
+        )
+        return alter_configs_response(request, results)

@@ -1,0 +1,76 @@
+"""FetchService (Fetch, ListOffsets) over :class:`~rillet.broker.apis.BrokerApis`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from rillet.broker.apis import BrokerApis
+from rillet.protocol.fetch import (
+    fetch_request_from_pb,
+    fetch_response_bytes,
+    list_offsets_request_from_pb,
+    list_offsets_response,
+    structured_fetch_response,
+)
+from rillet.protocol.gen.v1 import fetch_pb2, fetch_pb2_grpc
+
+__all__ = ["FetchServicer", "add_fetch_servicer"]
+
+Context = grpc.aio.ServicerContext[object, object]
+
+
+class FetchServicer(fetch_pb2_grpc.FetchServiceServicer):
+    """Fetch answers with the response's wire bytes, or with a protobuf message when the
+    request asks for structured records. Register with :func:`add_fetch_servicer`, whose
+    serializer takes both."""
+
+    def __init__(self, apis: BrokerApis) -> None:
+        self.apis = apis
+
+    async def Fetch(  # type: ignore[override]  # answers wire bytes (see add_fetch_servicer)
+        self, request: fetch_pb2.FetchRequest, context: Context
+    ) -> fetch_pb2.FetchResponse | bytes:
+        q = fetch_request_from_pb(request)
+        results = await self.apis.handle_fetch(
+            q.wanted,
+            replica_id=q.replica_id,
+            max_wait_ms=q.max_wait_ms,
+            min_bytes=q.min_bytes,
+            max_bytes=q.max_bytes,
+        )
+        if q.structured:
+            return structured_fetch_response(q.wanted, results)
+        return fetch_response_bytes(q.wanted, results)
+
+    async def ListOffsets(
+        self, request: fetch_pb2.ListOffsetsRequest, context: Context
+    ) -> fetch_pb2.ListOffsetsResponse:
+        results = self.apis.handle_list_offsets(list_offsets_request_from_pb(request))
+        return list_offsets_response(results)
+
+
+def _serialize_fetch_response(response: fetch_pb2.FetchResponse | bytes) -> bytes:
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
+def add_fetch_servicer(servicer: FetchServicer, server: grpc.aio.Server) -> None:
+    """Register FetchService as the generated ``add_FetchServiceServicer_to_server`` does,
+    with a response serializer that passes Fetch's wire bytes through."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "Fetch": grpc.unary_unary_rpc_method_handler(
+            servicer.Fetch,
+            request_deserializer=fetch_pb2.FetchRequest.FromString,
+            response_serializer=_serialize_fetch_response,
+        ),
+        "ListOffsets": grpc.unary_unary_rpc_method_handler(
+            servicer.ListOffsets,
+            request_deserializer=fetch_pb2.ListOffsetsRequest.FromString,
+            response_serializer=fetch_pb2.ListOffsetsResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("rillet.v1.FetchService", handlers),)
+    )
+    server.add_registered_method_handlers("rillet.v1.FetchService", handlers)

@@ -1,0 +1,58 @@
+"""ProduceService over :meth:`BrokerApis.handle_produce`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from rillet.broker.apis import BrokerApis
+from rillet.protocol.gen.v1 import produce_pb2, produce_pb2_grpc
+from rillet.protocol.produce import (
+    ProduceWire,
+    produce_request_from_pb,
+    produce_request_from_wire,
+    produce_response,
+    read_produce_request,
+)
+from rillet.scheduler import Clock
+
+__all__ = ["ProduceServicer", "add_produce_servicer"]
+
+Context = grpc.aio.ServicerContext[object, object]
+
+
+class ProduceServicer(produce_pb2_grpc.ProduceServiceServicer):
+    """Produce takes a request as :func:`add_produce_servicer` reads it (its wire bytes with
+    each partition's batches located in place); a ``ProduceRequest`` message works too.
+    ``clock`` stamps records sent without a timestamp."""
+
+    def __init__(self, apis: BrokerApis, clock: Clock) -> None:
+        self.apis = apis
+        self.clock = clock
+
+    async def Produce(  # takes wire bytes too (see add_produce_servicer)
+        self, request: produce_pb2.ProduceRequest | ProduceWire, context: Context
+    ) -> produce_pb2.ProduceResponse:
+        if isinstance(request, tuple):
+            entries, acks, timeout_ms = produce_request_from_wire(request, self.clock())
+        else:
+            entries, acks, timeout_ms = produce_request_from_pb(request, self.clock())
+        results = await self.apis.handle_produce(entries, acks, timeout_ms)
+        return produce_response(entries, results)
+
+
+def add_produce_servicer(servicer: ProduceServicer, server: grpc.aio.Server) -> None:
+    """Register ProduceService as the generated ``add_ProduceServiceServicer_to_server``
+    does, with a request deserializer that reads the request in place."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "Produce": grpc.unary_unary_rpc_method_handler(
+            servicer.Produce,
+            request_deserializer=read_produce_request,
+            response_serializer=produce_pb2.ProduceResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("rillet.v1.ProduceService", handlers),)
+    )
+    server.add_registered_method_handlers("rillet.v1.ProduceService", handlers)

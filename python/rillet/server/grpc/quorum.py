@@ -1,0 +1,153 @@
+"""QuorumService on the controller listener, and the Raft driver's transport to the other
+voters.
+
+The Raft RPCs are stepped into the local :class:`~rillet.raft.driver.RaftDriver`; broker
+registration and heartbeats go to the :class:`~rillet.controller.service.ControllerService`
+(which answers NOT_CONTROLLER unless it is the active controller).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import grpc
+
+from rillet.controller.service import ControllerService
+from rillet.errors import KafkaError, NotControllerError, SnapshotNotFoundError
+from rillet.protocol.errors import set_error
+from rillet.protocol.gen.v1 import quorum_pb2, quorum_pb2_grpc
+from rillet.protocol.quorum import (
+    QuorumRequest,
+    QuorumResponse,
+    broker_heartbeat_from_pb,
+    broker_heartbeat_response,
+    broker_registration_from_pb,
+    broker_registration_response,
+    describe_quorum_response,
+    raft_request_from_pb,
+    raft_request_to_pb,
+    raft_response_from_pb,
+    raft_response_to_pb,
+)
+from rillet.raft.driver import RaftDriver
+from rillet.raft.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    Message,
+    VoteRequest,
+)
+from rillet.scheduler import Clock
+
+__all__ = ["GrpcRaftTransport", "QuorumServicer"]
+
+Context = grpc.aio.ServicerContext[object, object]
+
+_METHODS: dict[type, str] = {
+    VoteRequest: "Vote",
+    BeginQuorumEpochRequest: "BeginQuorumEpoch",
+    EndQuorumEpochRequest: "EndQuorumEpoch",
+    FetchRequest: "Fetch",
+}
+
+
+class QuorumServicer(quorum_pb2_grpc.QuorumServiceServicer):
+    def __init__(self, driver: RaftDriver, controller: ControllerService, clock: Clock) -> None:
+        self.driver = driver
+        self.controller = controller
+        self.clock = clock
+
+    async def _raft(self, request: QuorumRequest) -> QuorumResponse:
+        message = raft_request_from_pb(request, self.driver.node.node_id)
+        response = await self.driver.handle(message)
+        return raft_response_to_pb(response, self.driver.log.log_start_offset, self.clock())
+
+    async def Vote(
+        self, request: quorum_pb2.VoteRequest, context: Context
+    ) -> quorum_pb2.VoteResponse:
+        return cast(quorum_pb2.VoteResponse, await self._raft(request))
+
+    async def BeginQuorumEpoch(
+        self, request: quorum_pb2.BeginQuorumEpochRequest, context: Context
+    ) -> quorum_pb2.BeginQuorumEpochResponse:
+        return cast(quorum_pb2.BeginQuorumEpochResponse, await self._raft(request))
+
+    async def EndQuorumEpoch(
+        self, request: quorum_pb2.EndQuorumEpochRequest, context: Context
+    ) -> quorum_pb2.EndQuorumEpochResponse:
+        return cast(quorum_pb2.EndQuorumEpochResponse, await self._raft(request))
+
+    async def Fetch(
+        self, request: quorum_pb2.QuorumFetchRequest, context: Context
+    ) -> quorum_pb2.QuorumFetchResponse:
+        return cast(quorum_pb2.QuorumFetchResponse, await self._raft(request))
+
+    async def FetchSnapshot(
+        self, request: quorum_pb2.FetchSnapshotRequest, context: Context
+    ) -> quorum_pb2.FetchSnapshotResponse:
+        # Snapshots (KIP-630) are not written yet, so there is never one to fetch.
+        response = quorum_pb2.FetchSnapshotResponse()
+        set_error(response, SnapshotNotFoundError("This node has no metadata snapshot."))
+        return response
+
+    async def BrokerRegistration(
+        self, request: quorum_pb2.BrokerRegistrationRequest, context: Context
+    ) -> quorum_pb2.BrokerRegistrationResponse:
+        try:
+            epoch = await self.controller.register_broker(broker_registration_from_pb(request))
+        except (KafkaError, ValueError) as e:
+            return broker_registration_response(e)
+        return broker_registration_response(epoch)
+
+    async def BrokerHeartbeat(
+        self, request: quorum_pb2.BrokerHeartbeatRequest, context: Context
+    ) -> quorum_pb2.BrokerHeartbeatResponse:
+        try:
+            result = await self.controller.broker_heartbeat(broker_heartbeat_from_pb(request))
+        except KafkaError as e:
+            return broker_heartbeat_response(e)
+        return broker_heartbeat_response(result)
+
+    async def DescribeQuorum(
+        self, request: quorum_pb2.DescribeQuorumRequest, context: Context
+    ) -> quorum_pb2.DescribeQuorumResponse:
+        info = self.driver.node.describe_quorum()
+        if info is None:
+            return describe_quorum_response(
+                NotControllerError("This node is not the quorum leader.")
+            )
+        return describe_quorum_response(info)
+
+
+class GrpcRaftTransport:
+    """:class:`~rillet.raft.driver.RaftTransport` over QuorumService: one channel per peer
+    (``peers`` maps voter ids to ``host:port``), opened on first use."""
+
+    def __init__(self, peers: dict[int, str], cluster_id: str) -> None:
+        self.peers = peers
+        self.cluster_id = cluster_id
+        self._channels: dict[int, grpc.aio.Channel] = {}
+
+    def _stub(self, node_id: int) -> quorum_pb2_grpc.QuorumServiceAsyncStub:
+        ch = self._channels.get(node_id)
+        if ch is None:
+            ch = self._channels[node_id] = grpc.aio.insecure_channel(self.peers[node_id])
+        return quorum_pb2_grpc.QuorumServiceStub(ch)
+
+    async def send(self, request: Message, timeout_s: float) -> Message | None:
+        if request.destination_id not in self.peers:
+            return None
+        method = _METHODS.get(type(request))
+        if method is None:
+            return None
+        call: Any = getattr(self._stub(request.destination_id), method)
+        try:
+            r = await call(raft_request_to_pb(request, self.cluster_id), timeout=timeout_s)
+        except grpc.RpcError:
+            return None  # the core retries on its own timers
+        return raft_response_from_pb(request, r)
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
