@@ -176,9 +176,16 @@ def test_configs_describe_alter_delete_round_trip(server: ServerProcess) -> None
     empty = rillet("configs", *b, "--entity-type", "topics", "--entity-name", "events",
                    "--describe")  # fmt: skip
     assert empty.returncode == 0 and empty.stdout == "Dynamic configs for topic events are:\n"
+    # Compaction does not exist yet, so cleanup.policy=compact is refused, naming the key.
+    compact = rillet(
+        "configs", *b, "--entity-type", "topics", "--entity-name", "events", "--alter",
+        "--add-config", "cleanup.policy=[compact,delete]",
+    )  # fmt: skip
+    assert compact.returncode != 0
+    assert "Invalid value compact for configuration cleanup.policy" in compact.stderr
     alter = rillet(
         "configs", *b, "--entity-type", "topics", "--entity-name", "events", "--alter",
-        "--add-config", "retention.ms=100000,cleanup.policy=[compact,delete]",
+        "--add-config", "retention.ms=100000,cleanup.policy=[delete]",
     )  # fmt: skip
     assert alter.returncode == 0, alter.stderr
     assert alter.stdout == "Completed updating config for topic events.\n"
@@ -186,8 +193,8 @@ def test_configs_describe_alter_delete_round_trip(server: ServerProcess) -> None
     assert d.returncode == 0, d.stderr
     assert d.stdout.splitlines() == [
         "Dynamic configs for topic events are:",
-        "  cleanup.policy=compact,delete sensitive=false synonyms="
-        "{DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "  cleanup.policy=delete sensitive=false synonyms="
+        "{DYNAMIC_TOPIC_CONFIG:cleanup.policy=delete, "
         "DEFAULT_CONFIG:log.cleanup.policy=delete}",
         "  retention.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=100000}",
     ]

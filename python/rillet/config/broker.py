@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
-from rillet.config.broker_keys import BROKER_CONFIGS
+from rillet.config.broker_keys import BROKER_CONFIGS, INERT_KEYS
 from rillet.config.keys import config_value_to_string, parse_value
 from rillet.config.listeners import (
     Endpoint,
@@ -152,9 +152,16 @@ class BrokerConfig:
     source_path: Path | None
 
     def __init__(
-        self, props: Mapping[str, object] | None = None, *, source_path: Path | None = None
+        self,
+        props: Mapping[str, object] | None = None,
+        *,
+        source_path: Path | None = None,
+        preset_keys: frozenset[str] = frozenset(),
     ) -> None:
         self.source_path = source_path
+        # Keys Rillet set itself (the embedded default's), not the user: not reported as
+        # inert settings (see inert_settings).
+        self.preset_keys = preset_keys
         originals = {str(k): v for k, v in (props or {}).items() if v is not None}
         self.originals: Mapping[str, object] = types.MappingProxyType(originals)
         values: dict[str, Any] = {}
@@ -214,8 +221,9 @@ class BrokerConfig:
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
         }
+        preset = frozenset(props) - frozenset(overrides or {})
         props.update(overrides or {})
-        return cls(props)
+        return cls(props, preset_keys=preset)
 
     def updated(self, changes: Mapping[str, object | None]) -> BrokerConfig:
         """A new, validated config with ``changes`` applied (``None`` removes a key)."""
@@ -225,7 +233,11 @@ class BrokerConfig:
                 props.pop(k, None)
             else:
                 props[k] = v
-        return BrokerConfig(props, source_path=self.source_path)
+        return BrokerConfig(
+            props,
+            source_path=self.source_path,
+            preset_keys=self.preset_keys - frozenset(changes),
+        )
 
     # -- Kafka's names at the edges ---------------------------------------------------------
 
@@ -253,6 +265,20 @@ class BrokerConfig:
             ConfigEntry(name, config_value_to_string(self._values[name]), self.source(name))
             for name in sorted(self._values)
         ]
+
+    def inert_settings(self) -> list[str]:
+        """The keys set here (by the user, not by Rillet's own defaults) that Rillet accepts
+        but does not act on yet, sorted: see :data:`~rillet.config.broker_keys.INERT_KEYS`."""
+        return sorted((self.explicit - self.preset_keys) & INERT_KEYS.keys())
+
+    def inert_settings_warning(self) -> str | None:
+        """One message naming every :meth:`inert_settings` key and what it waits for, or
+        None when there is none; the server logs it once at start-up."""
+        keys = self.inert_settings()
+        if not keys:
+            return None
+        listed = ", ".join(f"{k} ({INERT_KEYS[k]})" for k in keys)
+        return f"These settings are accepted but have no effect yet: {listed}"
 
     @property
     def topic_synonyms(self) -> Mapping[str, object]:
@@ -456,6 +482,28 @@ class BrokerConfig:
             raise fail(
                 "broker.heartbeat.interval.ms must be less than broker.session.timeout.ms "
                 f"({v['broker.heartbeat.interval.ms']} >= {v['broker.session.timeout.ms']})"
+            )
+        self._refuse_unserved_security_protocols()
+
+    def _refuse_unserved_security_protocols(self) -> None:
+        """Every listener is served as plaintext gRPC: refuse one whose security protocol
+        promises TLS or SASL rather than serve it in the clear."""
+        for key, endpoints in (
+            ("listeners", self.listeners),
+            ("advertised.listeners", self.advertised_listeners),
+        ):
+            for e in endpoints:
+                if e.security_protocol != "PLAINTEXT":
+                    raise InvalidConfigurationError(
+                        f"Invalid value {e} for configuration {key}: listener "
+                        f"{e.listener_name} uses security protocol {e.security_protocol}, "
+                        "which is not supported yet; only PLAINTEXT listeners are served"
+                    )
+        protocol = self._values["security.inter.broker.protocol"]
+        if protocol != "PLAINTEXT":
+            raise InvalidConfigurationError(
+                f"Invalid value {protocol} for configuration security.inter.broker.protocol: "
+                "only PLAINTEXT is supported yet"
             )
 
     def _derive_advertised(self, controller_set: set[str]) -> None:

@@ -24,9 +24,10 @@ from rillet.config.listeners import (
     parse_quorum_voters,
     parse_security_protocol_map,
 )
+from rillet.config.topic import valid_cleanup_policy
 from rillet.errors import InvalidConfigurationError
 
-__all__ = ["BROKER_CONFIGS"]
+__all__ = ["BROKER_CONFIGS", "INERT_KEYS"]
 
 
 def _checked(parse: Callable[[Sequence[str]], object]) -> Validator:
@@ -237,7 +238,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             "list",
             ["delete"],
             "delete and/or compact",
-            one_of("delete", "compact"),
+            valid_cleanup_policy,
         ),
         _k("log.flush.interval.messages", "long", LONG_MAX, "fsync every N records", at_least(1)),
         _k("log.flush.interval.ms", "long", None, "fsync interval", at_least(0)),
@@ -385,4 +386,52 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             at_least(1),
         ),
     ]
+}
+
+
+# Keys that name behaviour Rillet does not have yet, with what they wait for. They are
+# accepted (a Kafka server.properties must load) but change nothing, so setting one is
+# warned about once at start-up (BrokerConfig.inert_settings_warning). Keys whose feature
+# would be unsafe to fake are refused instead (cleanup.policy=compact, TLS and SASL
+# listeners). Performance knobs of Kafka's own design (network and I/O threads, socket
+# buffers) have no counterpart in Rillet and are not listed.
+INERT_KEYS: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "auto.leader.rebalance.enable",
+            "leader.imbalance.check.interval.seconds",
+            "leader.imbalance.per.broker.percentage",
+        ],
+        "automatic leader rebalancing",
+    ),
+    **dict.fromkeys(
+        [k for k in BROKER_CONFIGS if k.startswith(("group.", "offsets."))], "consumer groups"
+    ),
+    **dict.fromkeys(
+        [
+            k
+            for k in BROKER_CONFIGS
+            if k.startswith(("transaction.", "transactional.", "producer.id."))
+        ],
+        "exactly-once delivery",
+    ),
+    **dict.fromkeys(
+        [
+            *(k for k in BROKER_CONFIGS if k.startswith("replica.fetch.")),
+            "num.replica.fetchers",
+            "replica.socket.timeout.ms",
+        ],
+        "replication between brokers",
+    ),
+    **dict.fromkeys([k for k in BROKER_CONFIGS if k.startswith("log.cleaner.")], "log compaction"),
+    **dict.fromkeys(
+        [
+            "metadata.log.max.record.bytes.between.snapshots",
+            "metadata.log.max.snapshot.interval.ms",
+        ],
+        "metadata snapshots",
+    ),
+    "delete.topic.enable": "refusing topic deletion",
+    "broker.rack": "rack-aware placement",
+    "controlled.shutdown.enable": "turning controlled shutdown off",
 }

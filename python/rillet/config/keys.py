@@ -19,9 +19,11 @@ __all__ = [
     "SHORT_MAX",
     "ConfigKey",
     "Validator",
+    "all_of",
     "at_least",
     "between",
     "config_value_to_string",
+    "not_supported_yet",
     "one_of",
     "parse_value",
 ]
@@ -42,6 +44,31 @@ def at_least(low: int) -> Validator:
             raise InvalidConfigurationError(
                 f"Invalid value {value} for configuration {key}: Value must be at least {low}"
             )
+
+    return check
+
+
+def all_of(*validators: Validator) -> Validator:
+    """Every validator, in order."""
+
+    def check(key: str, value: Any) -> None:
+        for v in validators:
+            v(key, value)
+
+    return check
+
+
+def not_supported_yet(*refused: str, reason: str) -> Validator:
+    """Refuse values that name a feature Rillet does not have yet, rather than accept them
+    and do nothing (or worse): ``reason`` says what is missing and what to use instead."""
+
+    def check(key: str, value: Any) -> None:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v in refused:
+                raise InvalidConfigurationError(
+                    f"Invalid value {v} for configuration {key}: {reason}"
+                )
 
     return check
 

@@ -15,14 +15,33 @@ from rillet.config.keys import (
     LONG_MAX,
     MINUTE_MS,
     ConfigKey,
+    all_of,
     at_least,
+    not_supported_yet,
     one_of,
     parse_value,
 )
 from rillet.errors import InvalidConfigurationError
 
-__all__ = ["TOPIC_CONFIGS", "TOPIC_SYNONYMS", "TopicConfig", "resolve_topic_config"]
+__all__ = [
+    "TOPIC_CONFIGS",
+    "TOPIC_SYNONYMS",
+    "TopicConfig",
+    "resolve_topic_config",
+    "valid_cleanup_policy",
+]
 
+
+# cleanup.policy and log.cleanup.policy: Kafka's values, with compact refused until the log
+# cleaner exists (retention skips compacted topics, so one would grow forever).
+valid_cleanup_policy = all_of(
+    one_of("delete", "compact"),
+    not_supported_yet(
+        "compact",
+        reason="log compaction is not supported yet, so a compacted topic would grow "
+        "forever; use delete",
+    ),
+)
 
 TOPIC_CONFIGS: dict[str, ConfigKey] = {
     k.name: k
@@ -108,7 +127,7 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {
             "list",
             ["delete"],
             "delete and/or compact",
-            one_of("delete", "compact"),
+            valid_cleanup_policy,
             (("log.cleanup.policy", 1),),
         ),
         ConfigKey(

@@ -100,6 +100,9 @@ class RilletServer:
 
     async def start(self) -> None:
         cfg = self.config
+        inert = cfg.inert_settings_warning()
+        if inert is not None:
+            _log.warning(inert)
         if cfg.is_broker:
             self._start_broker_storage()
         mdir = Path(cfg.metadata_log_dir)

@@ -672,3 +672,106 @@ def test_the_example_server_properties() -> None:
     assert c.topic_config()["retention.ms"] == 168 * 3_600_000
     text = EXAMPLE.read_text()
     assert text.count("\n#") > 40  # commented like Kafka's
+
+
+# ---------------------------------------------------------------------------------------------
+# settings that name what does not exist yet: refused when unsafe, warned about when inert
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,SSL://:9094"},
+            "Invalid value SSL://:9094 for configuration listeners: listener SSL uses security "
+            "protocol SSL, which is not supported yet; only PLAINTEXT listeners are served",
+        ),
+        (
+            {
+                "listeners": "CLIENTS://:9092,CONTROLLER://:9093",
+                "listener.security.protocol.map": "CLIENTS:SASL_SSL,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name": "CLIENTS",
+            },
+            "Invalid value CLIENTS://:9092 for configuration listeners: listener CLIENTS uses "
+            "security protocol SASL_SSL",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            },
+            "Invalid value CONTROLLER://:9093 for configuration listeners: listener CONTROLLER "
+            "uses security protocol SASL_PLAINTEXT",
+        ),
+        (
+            {
+                "listeners": "SSL://:9092,CONTROLLER://:9093",
+                "listener.security.protocol.map": "SSL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "security.inter.broker.protocol": "SSL",
+            },
+            "Invalid value SSL for configuration security.inter.broker.protocol: only "
+            "PLAINTEXT is supported yet",
+        ),
+    ],
+)
+def test_tls_and_sasl_listeners_are_refused_not_served_in_the_clear(
+    props: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidConfigurationError) as info:
+        with_props(**props)
+    assert info.value.message.startswith(message)
+
+
+def test_security_protocols_mapped_but_unused_are_fine() -> None:
+    c = with_props(
+        **{"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL"}
+    )
+    assert {e.security_protocol for e in c.listeners} == {"PLAINTEXT"}
+
+
+def test_compaction_is_refused_as_a_broker_default() -> None:
+    with pytest.raises(InvalidConfigurationError, match=r"log\.cleanup\.policy: log compaction"):
+        with_props(**{"log.cleanup.policy": "compact"})
+
+
+def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
+    assert config().inert_settings() == []
+    assert config().inert_settings_warning() is None
+    c = with_props(
+        **{
+            "auto.leader.rebalance.enable": "false",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.cleaner.threads": "2",
+            "replica.fetch.max.bytes": "1048576",
+            "num.partitions": "3",
+        }
+    )
+    assert c.inert_settings() == [
+        "auto.leader.rebalance.enable",
+        "group.initial.rebalance.delay.ms",
+        "log.cleaner.threads",
+        "replica.fetch.max.bytes",
+    ]
+    assert c.inert_settings_warning() == (
+        "These settings are accepted but have no effect yet: auto.leader.rebalance.enable "
+        "(automatic leader rebalancing), group.initial.rebalance.delay.ms (consumer groups), "
+        "log.cleaner.threads (log compaction), replica.fetch.max.bytes (replication between "
+        "brokers)"
+    )
+    # The embedded default sets a few itself; only what the user overrides is reported.
+    embedded = BrokerConfig.embedded_default(tmp_path)
+    assert "offsets.topic.replication.factor" in embedded.explicit
+    assert embedded.inert_settings() == []
+    tuned = BrokerConfig.embedded_default(tmp_path, {"offsets.topic.replication.factor": "3"})
+    assert tuned.inert_settings() == ["offsets.topic.replication.factor"]
+    assert tuned.updated({"group.max.size": "10"}).inert_settings() == [
+        "group.max.size",
+        "offsets.topic.replication.factor",
+    ]
+    assert embedded.updated({"num.partitions": "2"}).inert_settings() == []
+    # The shipped example sets Kafka's single-node values of three of them.
+    assert BrokerConfig.from_file(EXAMPLE).inert_settings() == [
+        "offsets.topic.replication.factor",
+        "transaction.state.log.min.isr",
+        "transaction.state.log.replication.factor",
+    ]

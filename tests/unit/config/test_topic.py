@@ -140,7 +140,7 @@ def test_override_beats_every_time_synonym() -> None:
             "message.timestamp.type",
             "LogAppendTime",
         ),
-        ({"log.cleanup.policy": "compact, delete"}, "cleanup.policy", ["compact", "delete"]),
+        ({"log.cleanup.policy": " delete , delete"}, "cleanup.policy", ["delete", "delete"]),
         ({"log.flush.interval.messages": "10"}, "flush.messages", 10),
         ({"log.flush.interval.ms": "10"}, "flush.ms", 10),
         ({"compression.type": "zstd"}, "compression.type", "zstd"),
@@ -184,9 +184,9 @@ def test_int_parsing(raw: object, expected: int) -> None:
         ("preallocate", "true", True),
         ("preallocate", "False", False),
         ("preallocate", True, True),
-        ("cleanup.policy", "compact", ["compact"]),
-        ("cleanup.policy", "delete,compact", ["delete", "compact"]),
-        ("cleanup.policy", ["compact"], ["compact"]),
+        ("cleanup.policy", "delete", ["delete"]),
+        ("cleanup.policy", " delete, ", ["delete"]),
+        ("cleanup.policy", ["delete"], ["delete"]),
         ("message.timestamp.type", "LogAppendTime", "LogAppendTime"),
         ("compression.type", "uncompressed", "uncompressed"),
         ("segment.bytes", "14", 14),
@@ -196,6 +196,27 @@ def test_int_parsing(raw: object, expected: int) -> None:
 )
 def test_override_values(key: str, raw: object, expected: object) -> None:
     assert resolve_topic_config(overrides={key: raw})[key] == expected
+
+
+@pytest.mark.parametrize(
+    ("broker", "overrides", "key"),
+    [
+        ({}, {"cleanup.policy": "compact"}, "cleanup.policy"),
+        ({}, {"cleanup.policy": "delete,compact"}, "cleanup.policy"),
+        ({}, {"cleanup.policy": ["compact"]}, "cleanup.policy"),
+        ({"log.cleanup.policy": "compact,delete"}, {}, "log.cleanup.policy"),
+    ],
+)
+def test_compaction_is_refused_until_it_exists(
+    broker: dict[str, object], overrides: dict[str, object], key: str
+) -> None:
+    # Retention skips compacted topics, so accepting compact would let one grow forever.
+    with pytest.raises(InvalidConfigurationError) as info:
+        resolve_topic_config(broker, overrides)
+    assert info.value.message == (
+        f"Invalid value compact for configuration {key}: log compaction is not supported "
+        "yet, so a compacted topic would grow forever; use delete"
+    )
 
 
 def test_log_config_carries_resolved_values() -> None:

@@ -133,15 +133,27 @@ def test_incremental_alter_configs() -> None:
     commit(c, c.create_topics([CreatableTopic("t", configs={"cleanup.policy": "delete"})]).records)
     ops = [
         AlterConfigOp("retention.ms", "SET", "100"),
-        AlterConfigOp("cleanup.policy", "APPEND", "compact"),
+        AlterConfigOp("cleanup.policy", "APPEND", "delete"),
     ]
     res = c.incremental_alter_configs([(ConfigResourceType.TOPIC, "t", ops)])
     assert res.response == [None]
     commit(c, res.records)
     assert dict(c.image.topic_config("t")) == {
         "retention.ms": "100",
-        "cleanup.policy": "delete,compact",
+        "cleanup.policy": "delete",
     }
+    # APPEND and SUBTRACT edit a list config; compact is refused until compaction exists.
+    compact = c.incremental_alter_configs(
+        [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("cleanup.policy", "APPEND", "compact")])]
+    )
+    assert isinstance(compact.response[0], errors.InvalidConfigurationError)
+    assert "log compaction is not supported yet" in compact.response[0].message
+    assert compact.records == []
+    shed = c.incremental_alter_configs(
+        [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("cleanup.policy", "SUBTRACT", "delete")])]
+    )
+    commit(c, shed.records)
+    assert c.image.topic_config("t")["cleanup.policy"] == ""
     bad = c.incremental_alter_configs(
         [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("retention.ms", "SET", "x")])]
     )

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from rillet import BatchBuilder, Log, decode_batches
-from rillet.errors import InvalidTopicError, KafkaStorageError, OffsetOutOfRangeError
+from rillet.errors import (
+    InvalidConfigurationError,
+    InvalidTopicError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
 from rillet.storage.dir_lock import LOCK_FILE
 from rillet.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
@@ -331,7 +336,8 @@ def test_cleanup_logs_applies_retention_bytes(
         clock,
     )
     log = lm.get_or_create_log("t", 0)
-    compacted = lm.get_or_create_log("c", 0, overrides={"cleanup.policy": "compact"})
+    # cleanup.policy without delete (empty: compact is refused until compaction exists).
+    compacted = lm.get_or_create_log("c", 0, overrides={"cleanup.policy": ""})
     fill(log, 120, value_size=300)
     fill(compacted, 120, value_size=300)
     end = log.log_end_offset
@@ -352,9 +358,17 @@ def test_cleanup_logs_applies_retention_bytes(
     batches = decode_batches(data)
     assert batches[0].base_offset == log.log_start_offset
     assert batches[-1].last_offset == end - 1
-    # A compact-only topic is left alone; a second pass has nothing to do.
+    # A topic without delete in its cleanup.policy is left alone; a second pass has nothing
+    # to do.
     assert compacted.log_start_offset == 0
     assert lm.cleanup_logs() == 0
+
+
+def test_a_compacted_log_is_refused(tmp_path: Path, managers: list[LogManager]) -> None:
+    lm = start(managers, [tmp_path / "a"])
+    with pytest.raises(InvalidConfigurationError, match=r"cleanup\.policy: log compaction"):
+        lm.get_or_create_log("c", 0, overrides={"cleanup.policy": "compact"})
+    assert lm.get_log("c", 0) is None
 
 
 def test_cleanup_logs_stops_at_the_high_watermark(
