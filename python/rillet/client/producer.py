@@ -113,6 +113,12 @@ class Producer:
         if acks is None:
             raise InvalidConfigurationError(f"Invalid value {c['acks']} for configuration acks")
         self._acks = acks
+        if c["enable_idempotence"]:
+            raise InvalidConfigurationError(
+                f"Invalid value {c['enable_idempotence']} for configuration enable.idempotence: "
+                "the idempotent producer is not supported yet, so a retried batch could be "
+                "written twice; set enable_idempotence=False"
+            )
         if int(c["max_in_flight_requests_per_connection"]) < 1:
             raise InvalidConfigurationError(
                 "Invalid value for configuration max.in.flight.requests.per.connection: "

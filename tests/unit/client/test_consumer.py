@@ -290,7 +290,7 @@ def test_compressed_fetches_are_decoded_a_poll_at_a_time(broker: MiniBroker) -> 
             got = c.poll(timeout_ms=2000).get(one, [])
             assert 0 < len(got) <= 7
             seen.extend(r.offset for r in got)
-            state = c._assignment[one]
+            state = c._subscriptions.assignment[one]
             assert len(state.records) <= 7 + 4096 // 500 + 1  # one poll's worth of batches
     assert seen == list(range(2000))
 
@@ -314,3 +314,15 @@ def test_fetching_ahead_reads_every_record_once_and_a_seek_drops_what_was_ahead(
         again = consume(c, 1900)
         assert [r.offset for r in again] == list(range(100, 2000))
         assert [r.value for r in again[:3]] == [b"v100", b"v101", b"v102"]
+
+
+@pytest.mark.parametrize(
+    "config", [{"isolation_level": "read_committed"}, {"isolation.level": "READ_COMMITTED"}]
+)
+def test_read_committed_is_refused_until_transactions_exist(config: dict[str, object]) -> None:
+    with pytest.raises(InvalidConfigurationError) as info:
+        Consumer({"bootstrap.servers": "localhost:9092", **config})
+    assert "for configuration isolation.level: transactions are not supported yet" in (
+        info.value.message
+    )
+    Consumer(bootstrap_servers="localhost:9092", isolation_level="read_uncommitted").close()

@@ -138,3 +138,21 @@ def test_a_partitions_batches_share_a_request_with_their_own_offsets(broker: Min
     assert len({f.produce_result for f in futures}) > 10
     assert [m.offset for m in metas] == list(range(100))
     assert [r.value[:3] for r in read_all(broker, "one", 0)] == [b"%03d" % i for i in range(100)]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"enable_idempotence": True},
+        {"enable.idempotence": "true"},
+    ],
+)
+def test_the_idempotent_producer_is_refused_until_it_exists(config: dict[str, object]) -> None:
+    # Accepting it would promise retries without duplicates that nothing enforces yet.
+    with pytest.raises(InvalidConfigurationError) as info:
+        Producer({"bootstrap.servers": "localhost:9092", **config})
+    assert info.value.message.startswith(
+        "Invalid value True for configuration enable.idempotence: the idempotent producer "
+        "is not supported yet"
+    )
+    Producer(bootstrap_servers="localhost:9092", enable_idempotence=False).close()
