@@ -8,11 +8,13 @@
 //! - [`log`]: segments, the sparse offset and time indexes, the partition log (append, read,
 //!   lookup, roll, retention, truncation), recovery, checkpoints and the leader-epoch cache.
 //! - [`io`]: [`io::FileRegion`] and zero-copy `sendfile(2)` transfer.
+//!
+//! The wire codecs (`rillet-protocol`) and the producer's accumulator and partitioners
+//! (`rillet-client`) are crates of their own on top of this one.
 
 pub mod error;
 pub mod io;
 pub mod log;
 pub mod record;
-pub mod wire;
 
 pub use error::{Error, Result};

@@ -7,9 +7,9 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{PyTraverseError, PyVisit};
-use rillet_core::record::accumulator::{AccumulatorConfig, RecordAccumulator as Core};
+use rillet_client::accumulator::{AccumulatorConfig, RecordAccumulator as Core};
+use rillet_client::partitioner::{Strategy, TopicPartitioner};
 use rillet_core::record::builder::HeaderRef;
-use rillet_core::record::partitioner::{Strategy, TopicPartitioner};
 use rillet_core::record::Compression;
 
 use crate::errors::{kafka_error, IntoPyResult};

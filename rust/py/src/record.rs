@@ -342,7 +342,7 @@ fn crc32c(py: Python<'_>, data: &[u8]) -> u32 {
 /// Kafka's murmur2 hash of `data` (the signed 32-bit value Java's `Utils.murmur2` returns).
 #[pyfunction]
 fn murmur2(data: &[u8]) -> i32 {
-    rillet_core::record::murmur2::murmur2(data)
+    rillet_client::murmur2::murmur2(data)
 }
 
 /// The partition Kafka's default partitioner picks for `key` among `num_partitions`.
@@ -351,7 +351,7 @@ fn partition_for_key(key: &[u8], num_partitions: u32) -> PyResult<u32> {
     if num_partitions == 0 {
         return Err(invalid_request("a topic has at least one partition"));
     }
-    Ok(rillet_core::record::murmur2::partition_for_key(
+    Ok(rillet_client::murmur2::partition_for_key(
         key,
         num_partitions,
     ))

@@ -1,6 +1,6 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
-use rillet_core::wire::{
+use rillet_protocol::grpc::{
     FetchResponse, FetchedPartition, FetchedTopic, PartitionData, ProduceRequest,
     ProduceRequestView, TopicData,
 };

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::checkpoint::sync_dir;
 use super::config::LogConfig;
-use super::epoch_cache::{EpochEntry, LeaderEpochCache};
-use super::segment::{BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::epoch_cache::LeaderEpochCache;
+use super::segment::{BatchMeta, Segment, TimestampAndOffset};
 use crate::error::{Error, IoContext, Result};
 use crate::io::FileRegion;
 use crate::record::batch::{
@@ -24,33 +24,6 @@ const PARALLEL_VALIDATION_BYTES: usize = 256 * 1024;
 pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
-
-/// How to open a log, from the log directory's checkpoints and clean-shutdown marker.
-#[derive(Debug, Clone, Copy)]
-pub struct OpenOptions {
-    /// Offset below which everything is known flushed (`recovery-point-offset-checkpoint`).
-    pub recovery_point: i64,
-    /// `log-start-offset-checkpoint`.
-    pub log_start_offset: i64,
-    /// The log directory's `.kafka_cleanshutdown` marker was present.
-    pub clean_shutdown: bool,
-    pub now_ms: i64,
-}
-
-/// What opening the log found and repaired.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RecoveryInfo {
-    /// Segments re-read and re-indexed.
-    pub recovered_segments: usize,
-    /// Bytes of them scanned.
-    pub recovered_bytes: u64,
-    /// Bytes cut from torn or corrupt tails.
-    pub truncated_bytes: u64,
-    /// Whole segments deleted because they followed corruption.
-    pub deleted_segments: usize,
-    /// Segments whose indexes failed their sanity check on a clean open and were rebuilt.
-    pub rebuilt_indexes: usize,
-}
 
 /// Result of an append (Kafka's `LogAppendInfo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,13 +61,6 @@ impl FetchDataInfo {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimestampAndOffset {
-    pub timestamp: i64,
-    pub offset: i64,
-    pub leader_epoch: Option<i32>,
-}
-
 /// A partition's log: an ordered map of segments in one directory.
 ///
 /// Not thread safe by itself; the Python binding serializes calls with a lock. Offsets are
@@ -107,171 +73,16 @@ pub struct TimestampAndOffset {
 /// on is re-read; the first torn or corrupt batch and everything after it is cut.
 #[derive(Debug)]
 pub struct Log {
-    dir: PathBuf,
-    config: LogConfig,
-    segments: BTreeMap<i64, Segment>,
-    log_start_offset: i64,
-    next_offset: i64,
-    recovery_point: i64,
-    epoch_cache: LeaderEpochCache,
+    pub(super) dir: PathBuf,
+    pub(super) config: LogConfig,
+    pub(super) segments: BTreeMap<i64, Segment>,
+    pub(super) log_start_offset: i64,
+    pub(super) next_offset: i64,
+    pub(super) recovery_point: i64,
+    pub(super) epoch_cache: LeaderEpochCache,
 }
 
 impl Log {
-    /// Open the log in `dir` (created if missing), recovering it if the shutdown was unclean.
-    pub fn open(dir: &Path, config: LogConfig, opts: OpenOptions) -> Result<(Log, RecoveryInfo)> {
-        config.validate()?;
-        fs::create_dir_all(dir).ctx("creating log directory", dir)?;
-        let mut info = RecoveryInfo::default();
-        let bases = scan_dir(dir)?;
-        let mut segments = BTreeMap::new();
-        let mut missing_index = Vec::new();
-        for (i, &base) in bases.iter().enumerate() {
-            let has_indexes = [INDEX_SUFFIX, TIME_INDEX_SUFFIX]
-                .iter()
-                .all(|s| dir.join(format!("{base:020}{s}")).exists());
-            if !has_indexes {
-                missing_index.push(base);
-            }
-            segments.insert(
-                base,
-                Segment::open(dir, base, &config, i + 1 == bases.len())?,
-            );
-        }
-        let (epoch_cache, epoch_file_ok) = match LeaderEpochCache::load(dir) {
-            Ok(c) => (c, true),
-            Err(_) => (LeaderEpochCache::empty(dir), false),
-        };
-        let mut log = Log {
-            dir: dir.to_path_buf(),
-            config,
-            segments,
-            log_start_offset: opts.log_start_offset.max(0),
-            next_offset: 0,
-            recovery_point: opts.recovery_point.max(0),
-            epoch_cache,
-        };
-        let mut recovered_epochs: Vec<EpochEntry> = Vec::new();
-        if log.segments.is_empty() {
-            let base = log.log_start_offset;
-            log.segments
-                .insert(base, Segment::create(dir, base, &log.config, opts.now_ms)?);
-        } else {
-            log.recover_segments(&opts, &missing_index, &mut info, &mut recovered_epochs)?;
-        }
-        let last = log
-            .segments
-            .values_mut()
-            .next_back()
-            .expect("at least one segment");
-        log.next_offset = last.read_next_offset()?;
-        last.load_timestamps()?;
-        last.on_become_active(&log.config)?;
-        let first_base = *log.segments.keys().next().expect("at least one segment");
-        log.log_start_offset = log.log_start_offset.max(first_base);
-        if log.log_start_offset > log.next_offset {
-            let start = log.log_start_offset;
-            log.truncate_fully_and_start_at(start, opts.now_ms)?;
-        }
-        if !epoch_file_ok {
-            recovered_epochs = log.epochs_from_batches()?;
-            log.epoch_cache.replace(Vec::new())?;
-        }
-        for e in recovered_epochs {
-            log.epoch_cache.assign_in_memory(e.epoch, e.start_offset);
-        }
-        log.epoch_cache.truncate_from_end(log.next_offset)?;
-        log.epoch_cache.truncate_from_start(log.log_start_offset)?;
-        log.epoch_cache.flush()?;
-        // As Kafka's LogLoader: only a flush advances the recovery point, so a crash right
-        // after this open recovers the same segments again.
-        log.recovery_point = if opts.clean_shutdown && info.recovered_segments == 0 {
-            log.next_offset
-        } else {
-            log.recovery_point.min(log.next_offset)
-        };
-        Ok((log, info))
-    }
-
-    fn recover_segments(
-        &mut self,
-        opts: &OpenOptions,
-        missing_index: &[i64],
-        info: &mut RecoveryInfo,
-        epochs: &mut Vec<EpochEntry>,
-    ) -> Result<()> {
-        let bases: Vec<i64> = self.segments.keys().copied().collect();
-        // Unclean: everything from the segment holding the recovery point on.
-        let first_unflushed = if opts.clean_shutdown {
-            i64::MAX
-        } else {
-            self.segments
-                .range(..=self.recovery_point)
-                .next_back()
-                .map_or(bases[0], |(b, _)| *b)
-        };
-        let mut prev_next = 0i64;
-        let mut cut = false;
-        for (i, &base) in bases.iter().enumerate() {
-            if cut {
-                self.segments.remove(&base).expect("listed").delete()?;
-                info.deleted_segments += 1;
-                continue;
-            }
-            let upper = bases.get(i + 1).map_or(i64::MAX, |b| b - 1);
-            let seg = self.segments.get_mut(&base).expect("listed");
-            let needs = base >= first_unflushed
-                || missing_index.contains(&base)
-                || base < prev_next
-                || seg.sanity_check(upper).is_err();
-            if needs {
-                if base < first_unflushed {
-                    info.rebuilt_indexes += 1;
-                } else {
-                    info.recovered_segments += 1;
-                }
-                info.recovered_bytes += seg.size();
-                let truncated = seg.recover(&self.config, prev_next, &mut |h: &BatchHeader| {
-                    let e = h.partition_leader_epoch;
-                    if e >= 0 && epochs.last().is_none_or(|l| e > l.epoch) {
-                        epochs.push(EpochEntry {
-                            epoch: e,
-                            start_offset: h.base_offset,
-                        });
-                    }
-                })?;
-                info.truncated_bytes += truncated;
-                cut = truncated > 0;
-            }
-            if i + 1 < bases.len() {
-                seg.on_become_inactive()?;
-            }
-            prev_next = if seg.size() == 0 {
-                prev_next.max(base)
-            } else {
-                seg.read_next_offset()?
-            };
-        }
-        Ok(())
-    }
-
-    fn epochs_from_batches(&self) -> Result<Vec<EpochEntry>> {
-        let mut out: Vec<EpochEntry> = Vec::new();
-        for seg in self.segments.values() {
-            let mut s = super::scan::BatchScanner::new(seg.file(), 0, seg.size(), 64 * 1024);
-            while let Some(r) = s.next_header() {
-                let (_, h) = r?;
-                let e = h.partition_leader_epoch;
-                if e >= 0 && out.last().is_none_or(|l| e > l.epoch) {
-                    out.push(EpochEntry {
-                        epoch: e,
-                        start_offset: h.base_offset,
-                    });
-                }
-            }
-        }
-        Ok(out)
-    }
-
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -912,44 +723,4 @@ impl Log {
         drop(self);
         fs::remove_dir_all(&dir).ctx("deleting log directory", &dir)
     }
-}
-
-/// Base offsets of the segments in `dir`, ascending. Deletes leftovers: `.tmp`/`.deleted`
-/// files and indexes whose `.log` is gone.
-fn scan_dir(dir: &Path) -> Result<Vec<i64>> {
-    let mut bases = Vec::new();
-    let mut index_files = Vec::new();
-    for entry in fs::read_dir(dir).ctx("listing", dir)? {
-        let entry = entry.ctx("listing", dir)?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.ends_with(".tmp") || name.ends_with(".deleted") {
-            let _ = fs::remove_file(entry.path());
-            continue;
-        }
-        let parse = |stem: &str| {
-            (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| stem.parse::<i64>().ok())
-                .flatten()
-        };
-        if let Some(stem) = name.strip_suffix(LOG_SUFFIX) {
-            if let Some(b) = parse(stem) {
-                bases.push(b);
-            }
-        } else if let Some(stem) = name
-            .strip_suffix(INDEX_SUFFIX)
-            .or_else(|| name.strip_suffix(TIME_INDEX_SUFFIX))
-        {
-            if let Some(b) = parse(stem) {
-                index_files.push((b, entry.path()));
-            }
-        }
-    }
-    bases.sort_unstable();
-    for (b, p) in index_files {
-        if bases.binary_search(&b).is_err() {
-            let _ = fs::remove_file(p);
-        }
-    }
-    Ok(bases)
 }

@@ -7,11 +7,20 @@
 //!     00000000000000000000.timeindex  sparse time index    (see TimeIndex)
 //!     leader-epoch-checkpoint         (epoch, start offset) pairs
 //! ```
+//!
+//! One owner per concern, dependencies one way (loader -> log -> segment -> index):
+//! `segment` (one segment's files), `index` (the two sparse indexes), `log` (appends, reads,
+//! lookups, roll, retention, truncation), `loader` (opening and recovery, Kafka's
+//! `LogLoader`), `epoch_cache` (`leader-epoch-checkpoint`), `checkpoint` (the log dir's
+//! offset checkpoint files), `scan` (walking batch headers). Producer state
+//! (`producer_state.rs`) and compaction (`cleaner.rs`) get modules of their own when they
+//! are built; both hook into `loader` for what they restore at open.
 
 mod checkpoint;
 mod config;
 mod epoch_cache;
 mod index;
+mod loader;
 #[allow(clippy::module_inception)]
 mod log;
 mod scan;
@@ -21,9 +30,12 @@ pub use checkpoint::{read_offset_checkpoint, write_offset_checkpoint, Checkpoint
 pub use config::LogConfig;
 pub use epoch_cache::{EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
+pub use loader::{OpenOptions, RecoveryInfo};
 pub use log::{
-    FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, OpenOptions, RecoveryInfo,
-    TimestampAndOffset, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+    FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
 };
 pub use scan::BatchScanner;
-pub use segment::{log_file_name, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+pub use segment::{
+    log_file_name, Segment, TimestampAndOffset, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};

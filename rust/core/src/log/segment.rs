@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use super::config::LogConfig;
 use super::index::{OffsetIndex, TimeIndex};
-use super::log::TimestampAndOffset;
 use super::scan::BatchScanner;
 use crate::error::{Error, IoContext, Result};
 use crate::io::FileRegion;
@@ -18,6 +17,15 @@ use crate::record::NO_TIMESTAMP;
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+
+/// A timestamp lookup's answer (Kafka's `TimestampAndOffset`): the first record at or
+/// after the wanted time, and the leader epoch of its batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+    pub leader_epoch: Option<i32>,
+}
 
 /// Bytes read per `pread` when walking batch headers.
 const SCAN_CHUNK: usize = 16 * 1024;

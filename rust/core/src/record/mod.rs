@@ -22,13 +22,10 @@
 //! The CRC does not cover baseOffset or partitionLeaderEpoch, so the log stamps them
 //! without recomputing it.
 
-pub mod accumulator;
 pub mod arrow;
 pub mod batch;
 pub mod builder;
 pub mod compression;
-pub mod murmur2;
-pub mod partitioner;
 pub mod varint;
 
 pub use batch::{BatchHeader, Record, RecordHeader, TimestampType};

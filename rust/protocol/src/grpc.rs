@@ -36,7 +36,7 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use crate::error::{Error, Result};
+use rillet_core::error::{Error, Result};
 
 const WIRE_VARINT: u32 = 0;
 const WIRE_I64: u32 = 1;

@@ -5,10 +5,10 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::builder::{BatchBuilder, HeaderRef};
-use super::compression::Compression;
-use super::RECORD_BATCH_OVERHEAD;
-use crate::error::{Error, Result};
+use rillet_core::error::{Error, Result};
+use rillet_core::record::builder::{BatchBuilder, HeaderRef};
+use rillet_core::record::Compression;
+use rillet_core::record::RECORD_BATCH_OVERHEAD;
 
 /// Settings, Kafka's names in the comments.
 #[derive(Debug, Clone, Copy)]
@@ -308,7 +308,7 @@ impl RecordAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::batch::decode_batches;
+    use rillet_core::record::batch::decode_batches;
 
     fn acc(batch_size: usize, linger_ms: i64, buffer_memory: usize) -> RecordAccumulator {
         RecordAccumulator::new(AccumulatorConfig {

@@ -10,7 +10,7 @@
 //!
 //! The randomness is injected ([`fastrand::Rng`]), so a seeded test is deterministic.
 
-use super::murmur2::partition_for_key;
+use crate::murmur2::partition_for_key;
 
 /// How a record without an explicit partition gets one (`partitioner` in the producer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
