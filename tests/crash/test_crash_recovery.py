@@ -208,9 +208,9 @@ def batch_positions(seg: Path) -> list[tuple[int, int, int, int]]:
     data = seg.read_bytes()
     spans = validate_record_batches(data)
     out = []
-    for i, (pos, base, last, _count) in enumerate(spans):
-        end = spans[i + 1][0] if i + 1 < len(spans) else len(data)
-        out.append((pos, end - pos, base, last))
+    for i, span in enumerate(spans):
+        end = spans[i + 1].position if i + 1 < len(spans) else len(data)
+        out.append((span.position, end - span.position, span.base_offset, span.last_offset))
     return out
 
 

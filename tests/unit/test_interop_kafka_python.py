@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from rillet import BatchBuilder, crc32c, decode_batches, validate_record_batches
+from rillet._core import BatchSpan
 from rillet.errors import CorruptRecordError
 
 with warnings.catch_warnings():
@@ -94,7 +95,7 @@ def test_kafka_python_batches_decode_in_rillet(codec: str) -> None:
     assert kp.validate_crc()
 
     (batch,) = decode_batches(raw)
-    assert validate_record_batches(raw) == [(0, 0, len(data) - 1, len(data))]
+    assert validate_record_batches(raw) == [BatchSpan(0, 0, len(data) - 1, len(data))]
     assert batch.compression == codec
     assert batch.magic == 2
     assert batch.crc == kp.crc == crc32c(raw[21:])

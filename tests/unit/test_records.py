@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rillet import BatchBuilder, crc32c, decode_batches, validate_record_batches
+from rillet._core import BatchSpan
 from rillet.errors import (
     CorruptRecordError,
     InvalidConfigurationError,
@@ -165,7 +166,7 @@ def test_roundtrip_every_field(codec: str) -> None:
         assert rec.headers == (h or [])
         assert rec.attributes == 0
 
-    assert validate_record_batches(data) == [(0, 1000, 1000 + len(rows) - 1, len(rows))]
+    assert validate_record_batches(data) == [BatchSpan(0, 1000, 1000 + len(rows) - 1, len(rows))]
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -251,9 +252,9 @@ def test_many_batches_concatenated(codec: str) -> None:
     assert [r.offset for b in batches for r in b.records] == list(range(11))
     positions = [0, len(parts[0]), len(parts[0]) + len(parts[1])]
     assert validate_record_batches(data) == [
-        (positions[0], 0, 0, 1),
-        (positions[1], 1, 3, 3),
-        (positions[2], 4, 10, 7),
+        BatchSpan(positions[0], 0, 0, 1),
+        BatchSpan(positions[1], 1, 3, 3),
+        BatchSpan(positions[2], 4, 10, 7),
     ]
 
 
@@ -617,7 +618,7 @@ def _flip_cases(codec: str) -> tuple[bytes, list[tuple[int, int]]]:
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_flipped_byte_in_the_checked_region_fails_validation(codec: str) -> None:
     data, cases = _flip_cases(codec)
-    assert validate_record_batches(data) == [(0, 0, 4, 5)]
+    assert validate_record_batches(data) == [BatchSpan(0, 0, 4, 5)]
     accepted = []
     for i, mask in cases:
         if i < OFF_LENGTH or OFF_LEADER_EPOCH <= i < OFF_MAGIC:
@@ -643,7 +644,13 @@ def test_flips_outside_the_crc_change_base_offset_or_epoch_only(codec: str) -> N
     for i in [*range(OFF_LENGTH), *range(OFF_LEADER_EPOCH, OFF_MAGIC)]:
         bad = bytearray(data)
         bad[i] ^= 0x01
-        (pos, base, last, count) = validate_record_batches(bytes(bad))[0]
+        span = validate_record_batches(bytes(bad))[0]
+        pos, base, last, count = (
+            span.position,
+            span.base_offset,
+            span.last_offset,
+            span.record_count,
+        )
         (batch,) = decode_batches(bytes(bad))
         assert (pos, count) == (0, 5)
         assert (batch.base_offset, batch.partition_leader_epoch) == (

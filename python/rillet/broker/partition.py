@@ -210,7 +210,8 @@ class Partition:
         self._check_leader_epoch(current_leader_epoch)
         log = self.log
         if replica_id >= 0 and last_fetched_epoch is not None and last_fetched_epoch >= 0:
-            epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
+            found = log.end_offset_for_epoch(last_fetched_epoch)
+            epoch, end = found.epoch, found.end_offset
             if epoch != last_fetched_epoch or end < fetch_offset:
                 return FetchResult(
                     None,
@@ -234,7 +235,6 @@ class Partition:
         found = self.log.fetch_offset_by_timestamp(timestamp)
         if found is None:
             return None
-        ts, offset, epoch = found
-        if offset >= self.high_watermark and timestamp != -2:
+        if found.offset >= self.high_watermark and timestamp != -2:
             return None
-        return (ts, offset, epoch)
+        return (found.timestamp, found.offset, found.leader_epoch)

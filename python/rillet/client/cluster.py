@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from rillet._core import decode_fetch_response
+from rillet._core import FetchResponseView, decode_fetch_response
 from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
 from rillet.protocol import fetch_pb2, metadata_pb2, metadata_pb2_grpc, produce_pb2
 from rillet.types import TopicPartition
@@ -26,11 +26,8 @@ PRODUCE_METHOD = "/rillet.v1.ProduceService/Produce"
 FETCH_METHOD = "/rillet.v1.FetchService/Fetch"
 
 # A fetch response as fetch_call answers it: its bytes, and what decode_fetch_response read
-# of them: (error code, error message, [(topic, partition, error code, error message, high
-# watermark, last stable offset, log start offset, batches start, batches end, next offset)]).
-FetchedResponse = tuple[
-    bytes, tuple[int, str, list[tuple[str, int, int, str, int, int, int, int, int, int]]]
-]
+# of them (each partition's batches located in the bytes, not copied out).
+FetchedResponse = tuple[bytes, FetchResponseView]
 if TYPE_CHECKING:
     ProduceCall = grpc.UnaryUnaryMultiCallable[bytes, produce_pb2.ProduceResponse]
     FetchCall = grpc.UnaryUnaryMultiCallable[fetch_pb2.FetchRequest, FetchedResponse]

@@ -356,7 +356,8 @@ class Producer:
                 if self._in_flight_requests >= max_in_flight:
                     self._wake.wait(0.1)
                     continue
-                ready, wait_ms = self._accumulator.ready(flush=self._flushing > 0)
+                found = self._accumulator.ready(flush=self._flushing > 0)
+                ready, wait_ms = found.slots, found.next_ready_ms
                 if self._muted:
                     ready = [slot for slot in ready if slot not in self._muted]
                 due = sorted(
@@ -387,11 +388,19 @@ class Producer:
                 drained = []
             batches = list(due)
             broken: list[tuple[_InFlight, BaseException]] = []
-            for slot, tp, result, records, count, reserved, created_ms in drained:
-                closed = None if isinstance(records, BaseException) else records
-                b = _InFlight(slot, tp, result, closed, count, reserved, created_ms)
-                if isinstance(records, BaseException):
-                    broken.append((b, records))
+            for d in drained:
+                closed = None if isinstance(d.batch, BaseException) else d.batch
+                b = _InFlight(
+                    d.slot,
+                    d.topic_partition,
+                    d.result,
+                    closed,
+                    d.record_count,
+                    d.reserved_bytes,
+                    d.created_ms,
+                )
+                if isinstance(d.batch, BaseException):
+                    broken.append((b, d.batch))
                 else:
                     batches.append(b)
             with self._lock:

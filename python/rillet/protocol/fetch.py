@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rillet._core import FetchDataInfo, decode_batches, encode_fetch_response
+from rillet._core import FetchResponsePartition, decode_batches, encode_fetch_response
 from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ListedOffset
 from rillet.protocol.errors import error_to_wire, set_error
 from rillet.protocol.gen.v1 import common_pb2, fetch_pb2
@@ -32,12 +32,6 @@ __all__ = [
 # A request's partition_max_bytes or max_bytes of 0 (unset) means these.
 DEFAULT_PARTITION_MAX_BYTES = 1 << 20
 DEFAULT_FETCH_MAX_BYTES = 50 << 20
-
-# encode_fetch_response's partition: (partition, error code, error message, high watermark,
-# last stable offset, log start offset, diverging epoch, preferred read replica, data).
-FetchedPartitionOut = tuple[
-    int, int, str, int, int, int, tuple[int, int] | None, int, FetchDataInfo | None
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,21 +72,21 @@ def fetch_response_bytes(
     results: Mapping[TopicPartition, FetchedPartition],
 ) -> bytes:
     """The FetchResponse's wire bytes, partitions in the request's order."""
-    topics: dict[str, list[FetchedPartitionOut]] = {}
+    topics: dict[str, list[FetchResponsePartition]] = {}
     for tp in wanted:
         r = results[tp]
         code, message = (0, "") if r.error is None else error_to_wire(r.error)
         topics.setdefault(tp.topic, []).append(
-            (
+            FetchResponsePartition(
                 tp.partition,
-                code,
-                message,
-                r.high_watermark,
-                r.last_stable_offset,
-                r.log_start_offset,
-                r.diverging_epoch,
-                -1,  # preferred_read_replica: none, read from the leader
-                r.data if r.error is None and r.data is not None and r.data.size else None,
+                error_code=code,
+                error_message=message,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
+                log_start_offset=r.log_start_offset,
+                diverging_epoch=r.diverging_epoch,
+                preferred_read_replica=-1,  # none: read from the leader
+                records=r.data if r.error is None and r.data is not None and r.data.size else None,
             )
         )
     return encode_fetch_response(list(topics.items()))

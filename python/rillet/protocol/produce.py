@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from rillet._core import BatchBuilder, decode_produce_request
+from rillet._core import BatchBuilder, ProduceRequestView, decode_produce_request
 from rillet.broker.apis import ProduceEntry
 from rillet.broker.replica_manager import ProducedPartition
 from rillet.errors import InvalidRequestError, KafkaError
@@ -40,7 +40,7 @@ COMPRESSION: dict[int, str] = {
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
 # A produce request as the transport reads it: its wire bytes and what
 # decode_produce_request read of them.
-ProduceWire = tuple[bytes, tuple[int, int, str | None, bool, list[tuple[str, int, int, int]]]]
+ProduceWire = tuple[bytes, ProduceRequestView]
 
 
 def read_produce_request(data: bytes) -> ProduceWire:
@@ -68,12 +68,14 @@ def produce_request_from_wire(
     wire: ProduceWire, now_ms: int
 ) -> tuple[list[ProduceEntry], int, int]:
     """``(entries, acks, timeout_ms)`` of a request read by :func:`read_produce_request`."""
-    data, (acks, timeout_ms, _, structured, parts) = wire
-    if structured:
+    data, request = wire
+    if request.structured:
         return produce_request_from_pb(produce_pb2.ProduceRequest.FromString(data), now_ms)
     view = memoryview(data)
-    entries: list[ProduceEntry] = [(t, p, view[start:end]) for t, p, start, end in parts]
-    return entries, acks, _timeout(timeout_ms)
+    entries: list[ProduceEntry] = [
+        (p.topic, p.partition, view[p.start : p.end]) for p in request.partitions
+    ]
+    return entries, request.acks, _timeout(request.timeout_ms)
 
 
 def produce_request_from_pb(

@@ -85,14 +85,14 @@ class MetadataLog:
 
     def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
         entries = self.log.leader_epoch_entries()
-        if not entries or epoch < entries[0][0]:
-            first_start = entries[0][1] if entries else self.end_offset
+        if not entries or epoch < entries[0].epoch:
+            first_start = entries[0].start_offset if entries else self.end_offset
             return EpochEndOffset(epoch, first_start)
-        found, end = self.log.end_offset_for_epoch(epoch)
-        if found < 0:
+        found = self.log.end_offset_for_epoch(epoch)
+        if found.epoch < 0:
             # Newer than any epoch here: the latest epoch ends at the log end.
-            return EpochEndOffset(entries[-1][0], self.end_offset)
-        return EpochEndOffset(found, end)
+            return EpochEndOffset(entries[-1].epoch, self.end_offset)
+        return EpochEndOffset(found.epoch, found.end_offset)
 
     def flush(self) -> None:
         self.log.flush()

@@ -59,7 +59,7 @@ def read_range(r: OffsetRange, opts: SourceOptions) -> Iterator[Any]:
             return
         if offset < p.next_offset < r.until_offset:
             ahead = _Ahead(p.next_offset, _send(cluster, tp, p.next_offset, opts))
-        batch, next_offset = decode_arrow(
+        decoded = decode_arrow(
             data,
             r.topic,
             r.partition,
@@ -69,11 +69,11 @@ def read_range(r: OffsetRange, opts: SourceOptions) -> Iterator[Any]:
             start=p.start,
             end=p.end,
         )
-        if batch.num_rows:
-            yield batch
-        if next_offset <= offset:
+        if decoded.batch.num_rows:
+            yield decoded.batch
+        if decoded.next_offset <= offset:
             raise KafkaError(f"{tp}: the fetch at offset {offset} made no progress")
-        offset = next_offset
+        offset = decoded.next_offset
 
 
 # One ClusterMetadata (its channels, connections and metadata) per cluster for the life of
@@ -124,13 +124,17 @@ def _send(cluster: ClusterMetadata, tp: TopicPartition, offset: int, opts: Sourc
 
 
 def _partition(response: FetchedResponse) -> tuple[bytes, _Partition]:
-    data, (code, message, partitions) = response
-    err = error_from_wire(code, message)
+    data, view = response
+    err = error_from_wire(view.error_code, view.error_message)
     if err is not None:
         raise err
-    _, _, p_code, p_message, high_watermark, _, _, start, end, next_offset = partitions[0]
+    p = view.partitions[0]
     return data, _Partition(
-        error_from_wire(p_code, p_message), high_watermark, start, end, next_offset
+        error_from_wire(p.error_code, p.error_message),
+        p.high_watermark,
+        p.records_start,
+        p.records_end,
+        p.next_offset,
     )
 
 

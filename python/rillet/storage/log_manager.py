@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from rillet._core import Log, RecoveryInfo, read_offset_checkpoint, write_offset_checkpoint
+from rillet._core import (
+    CheckpointEntry,
+    Log,
+    RecoveryInfo,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
 from rillet.config import TopicConfig, resolve_topic_config
 from rillet.errors import InvalidTopicError, KafkaStorageError
 from rillet.metadata.topic_names import parse_partition_dir_name, partition_dir_name
@@ -271,11 +277,11 @@ class LogManager:
             mine = [(tp, m.log) for tp, m in self._logs.items() if m.dir == d]
             write_offset_checkpoint(
                 d / RECOVERY_POINT_CHECKPOINT,
-                [(tp.topic, tp.partition, log.recovery_point) for tp, log in mine],
+                [CheckpointEntry(tp.topic, tp.partition, log.recovery_point) for tp, log in mine],
             )
             write_offset_checkpoint(
                 d / LOG_START_OFFSET_CHECKPOINT,
-                [(tp.topic, tp.partition, log.log_start_offset) for tp, log in mine],
+                [CheckpointEntry(tp.topic, tp.partition, log.log_start_offset) for tp, log in mine],
             )
 
     def checkpointed_high_watermark(self, topic: str, partition: int) -> int:
@@ -290,7 +296,7 @@ class LogManager:
             write_offset_checkpoint(
                 d / REPLICATION_OFFSET_CHECKPOINT,
                 [
-                    (tp.topic, tp.partition, self._high_watermarks.get(tp, 0))
+                    CheckpointEntry(tp.topic, tp.partition, self._high_watermarks.get(tp, 0))
                     for tp, m in self._logs.items()
                     if m.dir == d
                 ],
@@ -322,7 +328,7 @@ class LogManager:
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    return {TopicPartition(t, p): o for t, p, o in read_offset_checkpoint(path)}
+    return {TopicPartition(e.topic, e.partition): e.offset for e in read_offset_checkpoint(path)}
 
 
 def _fsync_dir(d: Path) -> None:

@@ -17,9 +17,40 @@ use crate::future::FutureRecordMetadata;
 use crate::gil;
 use crate::record::parse_compression;
 
-/// (slot, topic partition, batch result, the ClosedBatch or the exception that closing it
-/// raised, record count, reserved bytes, created ms)
-type Drained = (u32, PyObject, PyObject, PyObject, i32, usize, i64);
+/// A batch taken by `RecordAccumulator.drain`: its slot and topic partition, the
+/// `ProduceRequestResult` its records' futures wait on, the `ClosedBatch` (or the exception
+/// that closing it raised), its record count, the buffer memory it holds (give it back with
+/// `release`) and when it was created.
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct DrainedBatch {
+    slot: u32,
+    topic_partition: PyObject,
+    result: PyObject,
+    batch: PyObject,
+    record_count: i32,
+    reserved_bytes: usize,
+    created_ms: i64,
+}
+
+#[pymethods]
+impl DrainedBatch {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "DrainedBatch(topic_partition={}, record_count={}, reserved_bytes={})",
+            self.topic_partition.bind(py),
+            self.record_count,
+            self.reserved_bytes
+        )
+    }
+}
+
+/// What `RecordAccumulator.ready` found: the slots with a batch to send, and how long until
+/// the next batch lingers out (None when no batch is open).
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct ReadyBatches {
+    slots: Vec<u32>,
+    next_ready_ms: Option<i64>,
+}
 
 /// A closed record batch from `RecordAccumulator.drain`, ready to send: its bytes stay in
 /// Rust until `encode_produce_request` copies them into a request. `bytes(batch)` copies
@@ -360,18 +391,28 @@ impl RecordAccumulator {
         Ok(future)
     }
 
-    /// (slots with a batch to send, ms until the next lingers out or None).
+    /// The slots with a batch to send (all of them with `flush`), and how long until the
+    /// next batch lingers out.
     #[pyo3(signature = (now_ms = None, flush = false))]
-    fn ready(&self, py: Python<'_>, now_ms: Option<i64>, flush: bool) -> (Vec<u32>, Option<i64>) {
+    fn ready(&self, py: Python<'_>, now_ms: Option<i64>, flush: bool) -> ReadyBatches {
         let now = now_ms.unwrap_or_else(self::now_ms);
-        gil::lock(py, &self.state).core.ready(now, flush)
+        let (slots, next_ready_ms) = gil::lock(py, &self.state).core.ready(now, flush);
+        ReadyBatches {
+            slots,
+            next_ready_ms,
+        }
     }
 
     /// Take and close batches of `slots` (as `ready` named them), up to `max_bytes` in all
     /// (one at least; see rillet-core's `RecordAccumulator::take`). Batches are closed
     /// (compressed, checksummed) outside the lock, so `send` goes on meanwhile, and without
     /// the GIL unless they are small, so the thread calling `send` goes on too.
-    fn drain(&self, py: Python<'_>, slots: Vec<u32>, max_bytes: usize) -> PyResult<Vec<Drained>> {
+    fn drain(
+        &self,
+        py: Python<'_>,
+        slots: Vec<u32>,
+        max_bytes: usize,
+    ) -> PyResult<Vec<DrainedBatch>> {
         let mut taken = Vec::new();
         {
             let mut st = gil::lock(py, &self.state);
@@ -414,7 +455,15 @@ impl RecordAccumulator {
                         Ok(b) => Py::new(py, ClosedBatch { records: b.records })?.into_any(),
                         Err(e) => crate::errors::to_py(e).into_value(py).into_any(),
                     };
-                    Ok((slot, tp, result, records, count, reserved, created_ms))
+                    Ok(DrainedBatch {
+                        slot,
+                        topic_partition: tp,
+                        result,
+                        batch: records,
+                        record_count: count,
+                        reserved_bytes: reserved,
+                        created_ms,
+                    })
                 },
             )
             .collect()
@@ -465,5 +514,7 @@ impl RecordAccumulator {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordAccumulator>()?;
+    m.add_class::<ReadyBatches>()?;
+    m.add_class::<DrainedBatch>()?;
     m.add_class::<ClosedBatch>()
 }

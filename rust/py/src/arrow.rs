@@ -41,9 +41,9 @@ fn import_from_c(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 /// `pyarrow.RecordBatch` of the records with
 /// `from_offset <= offset < until_offset`, in Spark's Kafka source schema (key, value, topic,
 /// partition, offset, timestamp, timestampType, and headers when `include_headers`).
-/// Returns the batch and the offset to fetch next (after the last whole batch; never below
-/// `from_offset`). Control batches are skipped and a trailing partial batch is ignored; a
-/// corrupt batch raises CorruptRecordError.
+/// Returns an `ArrowBatch`: the batch and the offset to fetch next (after the last whole
+/// batch; never below `from_offset`). Control batches are skipped and a trailing partial
+/// batch is ignored; a corrupt batch raises CorruptRecordError.
 #[pyfunction]
 #[pyo3(signature = (
     data, topic, partition, from_offset, until_offset, *, include_headers = false,
@@ -61,7 +61,7 @@ fn decode_arrow(
     verify_crc: bool,
     start: usize,
     end: Option<usize>,
-) -> PyResult<(PyObject, i64)> {
+) -> PyResult<ArrowBatch> {
     // Fail on a missing pyarrow before doing the work.
     let import = import_from_c(py)?;
     let end = end.unwrap_or(data.len()).min(data.len());
@@ -94,10 +94,28 @@ fn decode_arrow(
         drop(Box::from_raw(array));
         drop(Box::from_raw(schema));
     }
-    Ok((batch?.unbind(), next_offset))
+    Ok(ArrowBatch {
+        batch: batch?.unbind(),
+        next_offset,
+    })
+}
+
+/// What `decode_arrow` decoded: the `pyarrow.RecordBatch` and the offset to fetch next.
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct ArrowBatch {
+    batch: PyObject,
+    next_offset: i64,
+}
+
+#[pymethods]
+impl ArrowBatch {
+    fn __repr__(&self) -> String {
+        format!("ArrowBatch(next_offset={})", self.next_offset)
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(decode_arrow, m)?)?;
     Ok(())
 }

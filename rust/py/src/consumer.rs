@@ -88,8 +88,7 @@ impl ConsumerRecord {
 /// response read with `decode_fetch_response` gives the range) into records at or after
 /// `from_offset`, skipping control batches, stopping after the batch that reaches
 /// `max_records` (whole batches only, so a compressed batch is decompressed once). Returns
-/// the records, the offset to fetch next (after the last decoded batch; `from_offset` when
-/// none was) and the byte position after the last decoded batch (`start` when none was).
+/// them as `DecodedRecords`, with where to go on from.
 /// A trailing partial batch is ignored, as a size-limited fetch may return one; a corrupt
 /// batch raises CorruptRecordError.
 #[pyfunction]
@@ -106,7 +105,7 @@ fn decode_consumer_records(
     start: usize,
     end: Option<usize>,
     max_records: Option<usize>,
-) -> PyResult<(Py<PyList>, i64, usize)> {
+) -> PyResult<DecodedRecords> {
     let end = end.unwrap_or(data.len()).min(data.len());
     let data = data.get(start..end).unwrap_or_default();
     let limit = max_records.unwrap_or(usize::MAX);
@@ -174,11 +173,38 @@ fn decode_consumer_records(
             out.append(Py::new(py, rec)?)?;
         }
     }
-    Ok((out.unbind(), next, start + decoded_to))
+    Ok(DecodedRecords {
+        records: out.unbind(),
+        next_offset: next,
+        end: start + decoded_to,
+    })
+}
+
+/// What `decode_consumer_records` decoded: the records, the offset to fetch next (after
+/// the last decoded batch; `from_offset` when none was) and the byte position after the
+/// last decoded batch (`start` when none was).
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct DecodedRecords {
+    records: Py<PyList>,
+    next_offset: i64,
+    end: usize,
+}
+
+#[pymethods]
+impl DecodedRecords {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "DecodedRecords(records=<{} records>, next_offset={}, end={})",
+            self.records.bind(py).len(),
+            self.next_offset,
+            self.end
+        )
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ConsumerRecord>()?;
+    m.add_class::<DecodedRecords>()?;
     m.add_function(wrap_pyfunction!(decode_consumer_records, m)?)?;
     Ok(())
 }

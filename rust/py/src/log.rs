@@ -257,6 +257,114 @@ impl SegmentInfo {
     }
 }
 
+/// ListOffsets by timestamp's answer (Kafka's `TimestampAndOffset`): the first record at or
+/// after the wanted time, and the leader epoch of its batch (None when unknown).
+#[pyclass(module = "rillet._core", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct TimestampAndOffset {
+    timestamp: i64,
+    offset: i64,
+    leader_epoch: Option<i32>,
+}
+
+#[pymethods]
+impl TimestampAndOffset {
+    #[new]
+    #[pyo3(signature = (timestamp, offset, leader_epoch = None))]
+    fn new(timestamp: i64, offset: i64, leader_epoch: Option<i32>) -> Self {
+        TimestampAndOffset {
+            timestamp,
+            offset,
+            leader_epoch,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "TimestampAndOffset(timestamp={}, offset={}, leader_epoch={:?})",
+            self.timestamp, self.offset, self.leader_epoch
+        )
+    }
+}
+
+/// One entry of the leader-epoch cache: `epoch` started at `start_offset`.
+#[pyclass(module = "rillet._core", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct EpochEntry {
+    epoch: i32,
+    start_offset: i64,
+}
+
+#[pymethods]
+impl EpochEntry {
+    #[new]
+    fn new(epoch: i32, start_offset: i64) -> Self {
+        EpochEntry {
+            epoch,
+            start_offset,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "EpochEntry(epoch={}, start_offset={})",
+            self.epoch, self.start_offset
+        )
+    }
+}
+
+/// OffsetsForLeaderEpoch's answer (Kafka's `EpochEndOffset`): the largest epoch at or below
+/// the one asked for, and the offset where it ends (-1, -1 when there is none).
+#[pyclass(module = "rillet._core", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct EpochEndOffset {
+    epoch: i32,
+    end_offset: i64,
+}
+
+#[pymethods]
+impl EpochEndOffset {
+    #[new]
+    fn new(epoch: i32, end_offset: i64) -> Self {
+        EpochEndOffset { epoch, end_offset }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "EpochEndOffset(epoch={}, end_offset={})",
+            self.epoch, self.end_offset
+        )
+    }
+}
+
+/// One line of a Kafka offset checkpoint file (`recovery-point-offset-checkpoint`, ...).
+#[pyclass(module = "rillet._core", frozen, get_all, eq, name = "CheckpointEntry")]
+#[derive(PartialEq)]
+pub struct PyCheckpointEntry {
+    topic: String,
+    partition: i32,
+    offset: i64,
+}
+
+#[pymethods]
+impl PyCheckpointEntry {
+    #[new]
+    fn new(topic: String, partition: i32, offset: i64) -> Self {
+        PyCheckpointEntry {
+            topic,
+            partition,
+            offset,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CheckpointEntry(topic={:?}, partition={}, offset={})",
+            self.topic, self.partition, self.offset
+        )
+    }
+}
+
 /// A partition log on disk. Thread safe: calls are serialized by an internal lock that is
 /// taken with the GIL released; disk work happens without the GIL.
 #[pyclass(module = "rillet._core", frozen)]
@@ -469,15 +577,19 @@ impl Log {
         Ok(FetchDataInfo { inner })
     }
 
-    /// ListOffsets by timestamp: (timestamp, offset, leader_epoch) of the first record at or
-    /// after `timestamp`; -2 earliest, -1 latest, -3 the max timestamp. None if there is none.
+    /// ListOffsets by timestamp: the first record at or after `timestamp`; -2 earliest, -1
+    /// latest, -3 the max timestamp. None if there is none.
     fn fetch_offset_by_timestamp(
         &self,
         py: Python<'_>,
         timestamp: i64,
-    ) -> PyResult<Option<(i64, i64, Option<i32>)>> {
+    ) -> PyResult<Option<TimestampAndOffset>> {
         let r = self.with_gil(py, |l| l.fetch_offset_by_timestamp(timestamp))?;
-        Ok(r.map(|t| (t.timestamp, t.offset, t.leader_epoch)))
+        Ok(r.map(|t| TimestampAndOffset {
+            timestamp: t.timestamp,
+            offset: t.offset,
+            leader_epoch: t.leader_epoch,
+        }))
     }
 
     #[pyo3(signature = (offset, *, now_ms = None))]
@@ -528,13 +640,16 @@ impl Log {
         })
     }
 
-    /// The leader-epoch cache as (epoch, start_offset) pairs.
-    fn leader_epoch_entries(&self, py: Python<'_>) -> PyResult<Vec<(i32, i64)>> {
+    /// The leader-epoch cache, oldest epoch first.
+    fn leader_epoch_entries(&self, py: Python<'_>) -> PyResult<Vec<EpochEntry>> {
         self.with_gil(py, |l| {
             Ok(l.epoch_cache()
                 .entries()
                 .iter()
-                .map(|e| (e.epoch, e.start_offset))
+                .map(|e| EpochEntry {
+                    epoch: e.epoch,
+                    start_offset: e.start_offset,
+                })
                 .collect())
         })
     }
@@ -543,10 +658,11 @@ impl Log {
         self.with_gil(py, |l| Ok(l.epoch_cache().latest_epoch()))
     }
 
-    /// (epoch, end offset) for `epoch`: Kafka's OffsetsForLeaderEpoch answer.
-    fn end_offset_for_epoch(&self, py: Python<'_>, epoch: i32) -> PyResult<(i32, i64)> {
+    /// The end of `epoch`: Kafka's OffsetsForLeaderEpoch answer.
+    fn end_offset_for_epoch(&self, py: Python<'_>, epoch: i32) -> PyResult<EpochEndOffset> {
         self.with_gil(py, |l| {
-            Ok(l.epoch_cache().end_offset_for(epoch, l.log_end_offset()))
+            let (epoch, end_offset) = l.epoch_cache().end_offset_for(epoch, l.log_end_offset());
+            Ok(EpochEndOffset { epoch, end_offset })
         })
     }
 
@@ -580,12 +696,16 @@ impl Log {
     }
 }
 
-/// Read a Kafka offset checkpoint file: [(topic, partition, offset)]. Missing = empty.
+/// Read a Kafka offset checkpoint file. Missing = empty.
 #[pyfunction]
-fn read_offset_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Vec<(String, i32, i64)>> {
+fn read_offset_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Vec<PyCheckpointEntry>> {
     let v = py.allow_threads(|| core_read_cp(&path)).py()?;
     Ok(v.into_iter()
-        .map(|e| (e.topic, e.partition, e.offset))
+        .map(|e| PyCheckpointEntry {
+            topic: e.topic,
+            partition: e.partition,
+            offset: e.offset,
+        })
         .collect())
 }
 
@@ -594,14 +714,14 @@ fn read_offset_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Vec<(String
 fn write_offset_checkpoint(
     py: Python<'_>,
     path: PathBuf,
-    entries: Vec<(String, i32, i64)>,
+    entries: Vec<PyRef<'_, PyCheckpointEntry>>,
 ) -> PyResult<()> {
     let entries: Vec<CheckpointEntry> = entries
-        .into_iter()
-        .map(|(topic, partition, offset)| CheckpointEntry {
-            topic,
-            partition,
-            offset,
+        .iter()
+        .map(|e| CheckpointEntry {
+            topic: e.topic.clone(),
+            partition: e.partition,
+            offset: e.offset,
         })
         .collect();
     py.allow_threads(|| core_write_cp(&path, &entries)).py()
@@ -614,6 +734,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FetchDataInfo>()?;
     m.add_class::<SegmentInfo>()?;
     m.add_class::<Log>()?;
+    m.add_class::<TimestampAndOffset>()?;
+    m.add_class::<EpochEntry>()?;
+    m.add_class::<EpochEndOffset>()?;
+    m.add_class::<PyCheckpointEntry>()?;
     m.add_function(wrap_pyfunction!(read_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(write_offset_checkpoint, m)?)?;
     Ok(())

@@ -318,16 +318,51 @@ fn decode_batches(
         .collect()
 }
 
-/// Validate the batches in `data` (header sanity and CRC) without parsing records; returns
-/// (position, base_offset, last_offset, record_count) for each.
+/// Where one batch is and what it holds, as `validate_record_batches` found it.
+#[pyclass(module = "rillet._core", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct BatchSpan {
+    /// Byte position of the batch in the data.
+    position: usize,
+    base_offset: i64,
+    last_offset: i64,
+    record_count: i32,
+}
+
+#[pymethods]
+impl BatchSpan {
+    #[new]
+    fn new(position: usize, base_offset: i64, last_offset: i64, record_count: i32) -> Self {
+        BatchSpan {
+            position,
+            base_offset,
+            last_offset,
+            record_count,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "BatchSpan(position={}, base_offset={}, last_offset={}, record_count={})",
+            self.position, self.base_offset, self.last_offset, self.record_count
+        )
+    }
+}
+
+/// Validate the batches in `data` (header sanity and CRC) without parsing records.
 #[pyfunction]
-fn validate_record_batches(py: Python<'_>, data: &[u8]) -> PyResult<Vec<(usize, i64, i64, i32)>> {
+fn validate_record_batches(py: Python<'_>, data: &[u8]) -> PyResult<Vec<BatchSpan>> {
     let v = gil::run(py, data.len() > gil::RELEASE_ABOVE_BYTES, || {
         validate_batches(data)
     })
     .py()?;
     Ok(v.into_iter()
-        .map(|(p, h)| (p, h.base_offset, h.last_offset(), h.record_count))
+        .map(|(position, h)| BatchSpan {
+            position,
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            record_count: h.record_count,
+        })
         .collect())
 }
 
@@ -364,6 +399,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Record>()?;
     m.add_class::<RecordBatch>()?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    m.add_class::<BatchSpan>()?;
     m.add_function(wrap_pyfunction!(validate_record_batches, m)?)?;
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     Ok(())

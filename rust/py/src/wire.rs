@@ -2,7 +2,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use rillet_protocol::grpc::{
     FetchResponse, FetchedPartition, FetchedTopic, PartitionData, ProduceRequest,
-    ProduceRequestView, TopicData,
+    ProduceRequestView as CoreProduceRequestView, TopicData,
 };
 
 use rillet_core::record::batch::next_offset_after;
@@ -56,29 +56,78 @@ fn encode_produce_request<'py>(
     })
 }
 
-/// One partition of a fetch response as the broker gives it: (partition, error code, error
-/// message, high watermark, last stable offset, log start offset, diverging epoch as (epoch,
-/// end offset) or None, preferred read replica, the read's FetchDataInfo or None).
-type PartitionOut = (
-    i32,
-    i32,
-    String,
-    i64,
-    i64,
-    i64,
-    Option<(i32, i64)>,
-    i32,
-    Option<Py<FetchDataInfo>>,
-);
+/// One partition of a fetch response as the broker gives it to `encode_fetch_response`:
+/// its result, and the read's file regions (None when it has no records to send).
+#[pyclass(
+    module = "rillet._core",
+    frozen,
+    get_all,
+    name = "FetchResponsePartition"
+)]
+pub struct FetchResponsePartition {
+    partition: i32,
+    error_code: i32,
+    error_message: String,
+    high_watermark: i64,
+    last_stable_offset: i64,
+    log_start_offset: i64,
+    /// (epoch, end offset) when the fetcher's log diverged (KIP-320).
+    diverging_epoch: Option<(i32, i64)>,
+    preferred_read_replica: i32,
+    records: Option<Py<FetchDataInfo>>,
+}
 
-/// The wire bytes of a `rillet.v1.FetchResponse` for `topics`: [(topic, [PartitionOut])].
+#[pymethods]
+impl FetchResponsePartition {
+    #[new]
+    #[pyo3(signature = (
+        partition, *, error_code = 0, error_message = String::new(), high_watermark = -1,
+        last_stable_offset = -1, log_start_offset = -1, diverging_epoch = None,
+        preferred_read_replica = -1, records = None
+    ), text_signature = "(partition, *, error_code=0, error_message='', high_watermark=-1, \
+        last_stable_offset=-1, log_start_offset=-1, diverging_epoch=None, \
+        preferred_read_replica=-1, records=None)")]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        partition: i32,
+        error_code: i32,
+        error_message: String,
+        high_watermark: i64,
+        last_stable_offset: i64,
+        log_start_offset: i64,
+        diverging_epoch: Option<(i32, i64)>,
+        preferred_read_replica: i32,
+        records: Option<Py<FetchDataInfo>>,
+    ) -> Self {
+        FetchResponsePartition {
+            partition,
+            error_code,
+            error_message,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+            diverging_epoch,
+            preferred_read_replica,
+            records,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "FetchResponsePartition(partition={}, error_code={}, high_watermark={})",
+            self.partition, self.error_code, self.high_watermark
+        )
+    }
+}
+
+/// The wire bytes of a `rillet.v1.FetchResponse` for `topics`: [(topic, [partitions])].
 /// Each partition's batches are read from the log's files straight into their place in the
 /// response (one copy from the page cache), with the GIL released for large responses.
 #[pyfunction]
 #[pyo3(signature = (topics, error_code = 0, error_message = "", throttle_time_ms = 0))]
 fn encode_fetch_response<'py>(
     py: Python<'py>,
-    topics: Vec<(String, Vec<PartitionOut>)>,
+    topics: Vec<(String, Vec<Py<FetchResponsePartition>>)>,
     error_code: i32,
     error_message: &str,
     throttle_time_ms: i32,
@@ -93,19 +142,22 @@ fn encode_fetch_response<'py>(
                 name,
                 partitions: partitions
                     .iter()
-                    .map(|p| FetchedPartition {
-                        partition: p.0,
-                        error_code: p.1,
-                        error_message: &p.2,
-                        high_watermark: p.3,
-                        last_stable_offset: p.4,
-                        log_start_offset: p.5,
-                        diverging_epoch: p.6,
-                        preferred_read_replica: p.7,
-                        record_batches: 0..p
-                            .8
-                            .as_ref()
-                            .map_or(0, |d| d.get().inner.size() as usize),
+                    .map(|p| {
+                        let p = p.get();
+                        FetchedPartition {
+                            partition: p.partition,
+                            error_code: p.error_code,
+                            error_message: &p.error_message,
+                            high_watermark: p.high_watermark,
+                            last_stable_offset: p.last_stable_offset,
+                            log_start_offset: p.log_start_offset,
+                            diverging_epoch: p.diverging_epoch,
+                            preferred_read_replica: p.preferred_read_replica,
+                            record_batches: 0..p
+                                .records
+                                .as_ref()
+                                .map_or(0, |d| d.get().inner.size() as usize),
+                        }
                     })
                     .collect(),
             })
@@ -116,7 +168,8 @@ fn encode_fetch_response<'py>(
         gil::run(py, len > gil::RELEASE_COPY_ABOVE_BYTES, || {
             response.encode_into(buf, |ti, pi, slot| {
                 let data = topics[ti].1[pi]
-                    .8
+                    .get()
+                    .records
                     .as_ref()
                     .expect("a partition with batches");
                 let mut at = 0;
@@ -134,92 +187,169 @@ fn encode_fetch_response<'py>(
     })
 }
 
-/// One partition of a fetch response as the consumer reads it: (topic, partition, error
-/// code, error message, high watermark, last stable offset, log start offset, start and end
-/// of its record batches in the response bytes, the offset after its last complete batch or
-/// -1 when it has none).
-type PartitionIn = (
-    Py<PyString>,
-    i32,
-    i32,
-    String,
-    i64,
-    i64,
-    i64,
-    usize,
-    usize,
-    i64,
-);
+/// One partition of a fetch response as the consumer reads it: its result, and where its
+/// record batches are in the response's bytes (`records_start..records_end`; decode them
+/// with `decode_consumer_records`), and the offset after its last complete batch (-1 when
+/// it has none).
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct FetchedPartitionView {
+    topic: Py<PyString>,
+    partition: i32,
+    error_code: i32,
+    error_message: String,
+    high_watermark: i64,
+    last_stable_offset: i64,
+    log_start_offset: i64,
+    records_start: usize,
+    records_end: usize,
+    next_offset: i64,
+}
 
-/// Read a `rillet.v1.FetchResponse` in place: (error code, error message, [PartitionIn]).
-/// Batches are located, not copied; decode them with `decode_consumer_records(data, ...,
-/// start=, end=)`. Malformed bytes raise CorruptRecordError.
+#[pymethods]
+impl FetchedPartitionView {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "FetchedPartitionView(topic={}, partition={}, error_code={}, records={}..{})",
+            self.topic.bind(py),
+            self.partition,
+            self.error_code,
+            self.records_start,
+            self.records_end
+        )
+    }
+}
+
+/// A `rillet.v1.FetchResponse` read in place: its error, and its partitions in order.
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct FetchResponseView {
+    error_code: i32,
+    error_message: String,
+    partitions: Vec<Py<FetchedPartitionView>>,
+}
+
+#[pymethods]
+impl FetchResponseView {
+    fn __repr__(&self) -> String {
+        format!(
+            "FetchResponseView(error_code={}, partitions={})",
+            self.error_code,
+            self.partitions.len()
+        )
+    }
+}
+
+/// Read a `rillet.v1.FetchResponse` in place. Batches are located, not copied; decode them
+/// with `decode_consumer_records(data, ..., start=, end=)`. Malformed bytes raise
+/// CorruptRecordError.
 #[pyfunction]
-fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<(i32, String, Vec<PartitionIn>)> {
+fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<FetchResponseView> {
     let response = FetchResponse::decode(data).py()?;
     let mut partitions = Vec::new();
     for t in &response.topics {
         let name = PyString::new(py, t.name).unbind();
         for p in &t.partitions {
-            partitions.push((
-                name.clone_ref(py),
-                p.partition,
-                p.error_code,
-                p.error_message.to_string(),
-                p.high_watermark,
-                p.last_stable_offset,
-                p.log_start_offset,
-                p.record_batches.start,
-                p.record_batches.end,
-                next_offset_after(&data[p.record_batches.clone()]).unwrap_or(-1),
-            ));
+            let view = FetchedPartitionView {
+                topic: name.clone_ref(py),
+                partition: p.partition,
+                error_code: p.error_code,
+                error_message: p.error_message.to_string(),
+                high_watermark: p.high_watermark,
+                last_stable_offset: p.last_stable_offset,
+                log_start_offset: p.log_start_offset,
+                records_start: p.record_batches.start,
+                records_end: p.record_batches.end,
+                next_offset: next_offset_after(&data[p.record_batches.clone()]).unwrap_or(-1),
+            };
+            partitions.push(Py::new(py, view)?);
         }
     }
-    Ok((
-        response.error_code,
-        response.error_message.to_string(),
+    Ok(FetchResponseView {
+        error_code: response.error_code,
+        error_message: response.error_message.to_string(),
         partitions,
-    ))
+    })
 }
 
-/// (acks, timeout_ms, transactional_id, structured, [(topic, partition, start, end)]).
-type ProduceRequestIn = (
-    i32,
-    i32,
-    Option<String>,
-    bool,
-    Vec<(Py<PyString>, i32, usize, usize)>,
-);
+/// One partition of a produce request read in place: its `record_batches` are bytes
+/// `start..end` of the request.
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct ProducePartitionView {
+    topic: Py<PyString>,
+    partition: i32,
+    start: usize,
+    end: usize,
+}
+
+#[pymethods]
+impl ProducePartitionView {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "ProducePartitionView(topic={}, partition={}, start={}, end={})",
+            self.topic.bind(py),
+            self.partition,
+            self.start,
+            self.end
+        )
+    }
+}
+
+/// A `rillet.v1.ProduceRequest` read in place. `structured` is true when some partition
+/// carries structured records instead of batches, which the generated classes decode.
+#[pyclass(module = "rillet._core", frozen, get_all)]
+pub struct ProduceRequestView {
+    acks: i32,
+    timeout_ms: i32,
+    transactional_id: Option<String>,
+    structured: bool,
+    partitions: Vec<Py<ProducePartitionView>>,
+}
+
+#[pymethods]
+impl ProduceRequestView {
+    fn __repr__(&self) -> String {
+        format!(
+            "ProduceRequestView(acks={}, timeout_ms={}, structured={}, partitions={})",
+            self.acks,
+            self.timeout_ms,
+            self.structured,
+            self.partitions.len()
+        )
+    }
+}
 
 /// Read a `rillet.v1.ProduceRequest` in place: each partition's `record_batches` as its
-/// byte range in `data`. `structured` is true when some partition carries structured
-/// records instead, which the generated classes decode. Malformed bytes raise
-/// CorruptRecordError.
+/// byte range in `data`. Malformed bytes raise CorruptRecordError.
 #[pyfunction]
-fn decode_produce_request(py: Python<'_>, data: &[u8]) -> PyResult<ProduceRequestIn> {
-    let view = ProduceRequestView::decode(data).py()?;
+fn decode_produce_request(py: Python<'_>, data: &[u8]) -> PyResult<ProduceRequestView> {
+    let request = CoreProduceRequestView::decode(data).py()?;
     let mut partitions = Vec::new();
-    for t in &view.topics {
+    for t in &request.topics {
         let name = PyString::new(py, t.name).unbind();
         for p in &t.partitions {
-            partitions.push((
-                name.clone_ref(py),
-                p.partition,
-                p.record_batches.start,
-                p.record_batches.end,
-            ));
+            let view = ProducePartitionView {
+                topic: name.clone_ref(py),
+                partition: p.partition,
+                start: p.record_batches.start,
+                end: p.record_batches.end,
+            };
+            partitions.push(Py::new(py, view)?);
         }
     }
-    Ok((
-        view.acks,
-        view.timeout_ms,
-        view.transactional_id.map(str::to_string),
-        view.structured(),
+    Ok(ProduceRequestView {
+        acks: request.acks,
+        timeout_ms: request.timeout_ms,
+        transactional_id: request.transactional_id.map(str::to_string),
+        structured: request.structured(),
         partitions,
-    ))
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<FetchResponsePartition>()?;
+    m.add_class::<FetchedPartitionView>()?;
+    m.add_class::<FetchResponseView>()?;
+    m.add_class::<ProducePartitionView>()?;
+    m.add_class::<ProduceRequestView>()?;
     m.add_function(wrap_pyfunction!(encode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(decode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_fetch_response, m)?)?;

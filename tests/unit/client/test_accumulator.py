@@ -65,28 +65,30 @@ def test_keys_route_by_murmur2_and_batches_drain_valid() -> None:
         assert f.timestamp == 1000 + i and f.serialized_key_size == len(b"k%d" % i)
         assert f.serialized_value_size == 100 and f.serialized_header_size == 0
     assert wakes, "new and full batches wake the sender"
-    ready, _ = acc.ready()
+    ready = acc.ready().slots
     drained = acc.drain(ready, 1 << 20)
     assert drained
-    for slot, tp, result, records, count, reserved, created_ms in drained:
-        assert slot in ready and isinstance(result, ProduceRequestResult)
-        assert result.topic_partition == tp and created_ms > 0
-        (batch,) = decode_batches(bytes(records))
+    for d in drained:
+        tp, result, count = d.topic_partition, d.result, d.record_count
+        assert d.slot in ready and isinstance(result, ProduceRequestResult)
+        assert result.topic_partition == tp and d.created_ms > 0
+        assert isinstance(d.batch, ClosedBatch)
+        (batch,) = decode_batches(bytes(d.batch))
         assert batch.compression == "zstd" and batch.record_count == count
         keys = [r.key for r in batch.records]
         assert all(partition_for_key(k or b"", 3) == tp.partition for k in keys)
         # The batch's futures share its result, and their offsets are its record indexes.
         mine = [f for f in futures if f.produce_result is result]
         assert [f.relative_offset for f in mine] == list(range(count))
-        acc.release(reserved)
-    while ready := acc.ready(0)[0]:  # full batches are ready at any time
-        for *_, reserved, _ in acc.drain(ready, 1 << 20):
-            acc.release(reserved)
+        acc.release(d.reserved_bytes)
+    while ready := acc.ready(0).slots:  # full batches are ready at any time
+        for d in acc.drain(ready, 1 << 20):
+            acc.release(d.reserved_bytes)
     # Tails wait for linger.ms unless flushed.
-    tails, wait_ms = acc.ready(0)
-    assert tails == [] and wait_ms is not None
+    tails = acc.ready(0)
+    assert tails.slots == [] and tails.next_ready_ms is not None
     later = time.time_ns() // 1_000_000 + 10
-    assert acc.ready(later)[0] == acc.ready(0, flush=True)[0] != []
+    assert acc.ready(later).slots == acc.ready(0, flush=True).slots != []
 
 
 def test_headers_timestamps_and_buffer_types() -> None:
@@ -95,8 +97,9 @@ def test_headers_timestamps_and_buffer_types() -> None:
     f = acc.send("t", bytearray(b"key"), memoryview(b"value"), [("h", b"1"), ("é", None)], 0, 7)
     assert (f.serialized_key_size, f.serialized_value_size, f.serialized_header_size) == (3, 5, 4)
     acc.send("t", None, None, None, None, None)  # a tombstone
-    [(_, _, _, records, _, _, _)] = acc.drain(acc.ready(flush=True)[0], 1 << 20)
-    (batch,) = decode_batches(bytes(records))
+    [drained] = acc.drain(acc.ready(flush=True).slots, 1 << 20)
+    assert isinstance(drained.batch, ClosedBatch)
+    (batch,) = decode_batches(bytes(drained.batch))
     r0, r1 = batch.records
     assert (r0.key, r0.value, r0.headers, r0.timestamp) == (
         b"key",
@@ -128,8 +131,8 @@ def test_buffer_memory_back_pressure_and_abort() -> None:
     assert isinstance(acc.send("t", None, b"x" * 900, None, 1), FutureRecordMetadata)
     assert acc.send("t", None, b"x" * 900, None, 2) == BUFFER_FULL
     assert acc.used_memory == 2048
-    [(_, _, _, _, _, reserved, _)] = acc.drain([acc.ready()[0][0]], 1 << 20)
-    acc.release(reserved)
+    [drained] = acc.drain([acc.ready().slots[0]], 1 << 20)
+    acc.release(drained.reserved_bytes)
     assert isinstance(acc.send("t", None, b"x" * 900, None, 2), FutureRecordMetadata)
     results = acc.abort_all()
     assert len(results) == 2 and acc.used_memory == 0 and acc.pending_batches == 0
@@ -170,9 +173,10 @@ def test_encoded_produce_requests_parse_with_the_generated_code() -> None:
     for i in range(40):
         acc.send("a", b"k%d" % i, b"v" * (i * 50))
     acc.send("bb", None, b"x" * 300_000, None, 0)
-    drained = acc.drain(acc.ready(flush=True)[0], 1 << 30)
+    drained = acc.drain(acc.ready(flush=True).slots, 1 << 30)
     topics: dict[str, list[tuple[int, list[ClosedBatch]]]] = {}
-    for _, tp, _, batch, _, _, _ in drained:
+    for d in drained:
+        batch, tp = d.batch, d.topic_partition
         assert isinstance(batch, ClosedBatch) and len(batch) == len(bytes(batch))
         topics.setdefault(tp.topic, []).append((tp.partition, [batch]))
     # A partition's batches go one after the other into its record_batches.

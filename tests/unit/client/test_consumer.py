@@ -224,11 +224,11 @@ def test_decode_skips_records_before_the_position_and_control_batches() -> None:
     control = BatchBuilder(base_offset=15, is_control=True)
     control.append(9, b"\x00\x00\x00\x00", b"")
     data = b.build() + control.build()
-    records, next_offset, _ = rillet._core.decode_consumer_records(data, "t", 0, 12)
-    assert [r.offset for r in records] == [12, 13, 14] and next_offset == 16
+    d = rillet._core.decode_consumer_records(data, "t", 0, 12)
+    assert [r.offset for r in d.records] == [12, 13, 14] and d.next_offset == 16
     # A trailing partial batch (a size-limited fetch) is left for the next fetch.
-    records, next_offset, _ = rillet._core.decode_consumer_records(data[:-3], "t", 0, 12)
-    assert [r.offset for r in records] == [12, 13, 14] and next_offset == 15
+    d = rillet._core.decode_consumer_records(data[:-3], "t", 0, 12)
+    assert [r.offset for r in d.records] == [12, 13, 14] and d.next_offset == 15
 
 
 def test_kafka_python_names_are_exported() -> None:
@@ -261,15 +261,15 @@ def test_decode_stops_at_a_batch_boundary_after_max_records() -> None:
             b.append(i, None, b"%d" % (base + i))
         batches.append(b.build())
     data = b"".join(batches)
-    records, next_offset, end = rillet._core.decode_consumer_records(data, "t", 0, 1, max_records=3)
+    d = rillet._core.decode_consumer_records(data, "t", 0, 1, max_records=3)
     # The first batch (offsets 0-3) holds 3 records at or past offset 1: enough.
-    assert [r.offset for r in records] == [1, 2, 3] and next_offset == 4
-    assert end == len(batches[0])
-    records, next_offset, end = rillet._core.decode_consumer_records(
-        data, "t", 0, next_offset, start=end, max_records=5
+    assert [r.offset for r in d.records] == [1, 2, 3] and d.next_offset == 4
+    assert d.end == len(batches[0])
+    d = rillet._core.decode_consumer_records(
+        data, "t", 0, d.next_offset, start=d.end, max_records=5
     )
-    assert [r.offset for r in records] == list(range(4, 12)) and end == len(data)
-    assert rillet._core.decode_consumer_records(data, "t", 0, 12, start=end)[2] == end
+    assert [r.offset for r in d.records] == list(range(4, 12)) and d.end == len(data)
+    assert rillet._core.decode_consumer_records(data, "t", 0, 12, start=d.end).end == d.end
 
 
 def test_compressed_fetches_are_decoded_a_poll_at_a_time(broker: MiniBroker) -> None:

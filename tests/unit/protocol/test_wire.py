@@ -11,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rillet import BatchBuilder, Log, LogConfig, decode_batches
-from rillet._core import decode_fetch_response, decode_produce_request, encode_fetch_response
+from rillet._core import (
+    FetchResponsePartition,
+    decode_fetch_response,
+    decode_produce_request,
+    encode_fetch_response,
+)
 from rillet.errors import CorruptRecordError
 from rillet.protocol import common_pb2, fetch_pb2, produce_pb2
 
@@ -52,12 +57,14 @@ def sample_response() -> fetch_pb2.FetchResponse:
 def test_decode_reads_what_the_generated_encoder_writes() -> None:
     want = sample_response()
     data = want.SerializeToString()
-    code, message, parts = decode_fetch_response(data)
-    assert (code, message) == (0, "")
+    view = decode_fetch_response(data)
+    assert (view.error_code, view.error_message) == (0, "")
     got = [(t.name, p) for t in want.topics for p in t.partitions]
-    assert len(parts) == len(got)
-    for entry, (name, p) in zip(parts, got, strict=True):
-        topic, part, err, msg, hw, lso, lss, start, end, next_offset = entry
+    assert len(view.partitions) == len(got)
+    for entry, (name, p) in zip(view.partitions, got, strict=True):
+        topic, part, err, msg = entry.topic, entry.partition, entry.error_code, entry.error_message
+        hw, lso, lss = entry.high_watermark, entry.last_stable_offset, entry.log_start_offset
+        start, end, next_offset = entry.records_start, entry.records_end, entry.next_offset
         assert (topic, part, err, msg) == (name, p.partition, p.error_code, p.error_message)
         assert (hw, lso, lss) == (p.high_watermark, p.last_stable_offset, p.log_start_offset)
         assert data[start:end] == p.record_batches
@@ -73,8 +80,38 @@ def test_encode_matches_the_generated_encoder(tmp_path: Path) -> None:
     data = log.read(0, 1 << 20)
     encoded = encode_fetch_response(
         [
-            ("t", [(0, 0, "", 8, 8, 0, None, -1, data)]),
-            ("u", [(1, 1, "not leader", -1, -1, -1, (3, 99), -1, None)]),
+            (
+                "t",
+                [
+                    FetchResponsePartition(
+                        0,
+                        error_code=0,
+                        error_message="",
+                        high_watermark=8,
+                        last_stable_offset=8,
+                        log_start_offset=0,
+                        diverging_epoch=None,
+                        preferred_read_replica=-1,
+                        records=data,
+                    )
+                ],
+            ),
+            (
+                "u",
+                [
+                    FetchResponsePartition(
+                        1,
+                        error_code=1,
+                        error_message="not leader",
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        diverging_epoch=(3, 99),
+                        preferred_read_replica=-1,
+                        records=None,
+                    )
+                ],
+            ),
         ],
     )
     want = fetch_pb2.FetchResponse()
@@ -104,11 +141,11 @@ def test_encode_matches_the_generated_encoder(tmp_path: Path) -> None:
 @given(st.binary(max_size=300))
 def test_malformed_bytes_raise_or_decode_never_crash(data: bytes) -> None:
     try:
-        _, _, parts = decode_fetch_response(data)
+        view = decode_fetch_response(data)
     except CorruptRecordError:
         return
-    for *_, start, end in parts:
-        assert 0 <= start <= end <= len(data)
+    for p in view.partitions:
+        assert 0 <= p.records_start <= p.records_end <= len(data)
 
 
 def test_truncated_responses_are_refused() -> None:
@@ -131,13 +168,18 @@ def test_produce_requests_are_read_in_place() -> None:
     t.partitions.add(partition=2, record_batches=batch(4))
     t.partitions.add(partition=0, record_batches=batch(1, 100_000))
     data = req.SerializeToString()
-    acks, timeout_ms, tx, structured, parts = decode_produce_request(data)
-    assert (acks, timeout_ms, tx, structured) == (-1, 1500, "tx", False)
-    got = [(topic, p, data[start:end]) for topic, p, start, end in parts]
+    view = decode_produce_request(data)
+    assert (view.acks, view.timeout_ms, view.transactional_id, view.structured) == (
+        -1,
+        1500,
+        "tx",
+        False,
+    )
+    got = [(p.topic, p.partition, data[p.start : p.end]) for p in view.partitions]
     assert got == [("orders", p.partition, p.record_batches) for p in t.partitions]
     # Structured records are left to the generated classes.
     t.partitions.add(partition=1, records=[common_pb2.Record(value=b"v")])
-    assert decode_produce_request(req.SerializeToString())[3] is True
+    assert decode_produce_request(req.SerializeToString()).structured is True
     with pytest.raises(CorruptRecordError):
         decode_produce_request(data[:-3])
 

@@ -132,7 +132,7 @@ def decode(
     include_headers: bool = False,
     verify_crc: bool = True,
 ) -> tuple[Any, int]:
-    return decode_arrow(
+    got = decode_arrow(
         data,
         "events",
         7,
@@ -141,6 +141,7 @@ def decode(
         include_headers=include_headers,
         verify_crc=verify_crc,
     )
+    return got.batch, got.next_offset
 
 
 # ---------------------------------------------------------------------------------------------

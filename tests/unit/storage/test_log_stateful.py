@@ -45,6 +45,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import rillet
 from rillet import BatchBuilder, Log, LogConfig, decode_batches
+from rillet._core import TimestampAndOffset
 from rillet.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 
 pytestmark = pytest.mark.slow
@@ -323,19 +324,19 @@ class LogMachine(RuleBasedStateMachine):
             assert got is None
         else:
             assert got is not None
-            assert (got[0], got[1]) == want
-            assert got[2] == self.batches()[self.batch_index_holding(want[1])].epoch
+            assert (got.timestamp, got.offset) == want
+            assert got.leader_epoch == self.batches()[self.batch_index_holding(want[1])].epoch
         earliest = self.L.fetch_offset_by_timestamp(-2)
         latest = self.L.fetch_offset_by_timestamp(-1)
-        assert earliest is not None and earliest[1] == self.log_start
-        assert latest is not None and latest[1] == self.log_end
+        assert earliest is not None and earliest.offset == self.log_start
+        assert latest is not None and latest.offset == self.log_end
         # MAX_TIMESTAMP: the first record holding the largest timestamp (ties: the earliest).
         largest = self.L.fetch_offset_by_timestamp(-3)
         if recs:
             max_ts = max(r[1] for r in recs)
             first_max = next(o for o, t, _, _ in recs if t == max_ts)
             assert largest is not None
-            assert (largest[0], largest[1]) == (max_ts, first_max)
+            assert (largest.timestamp, largest.offset) == (max_ts, first_max)
         else:
             assert largest is None
 
@@ -587,9 +588,9 @@ def test_max_timestamp_lookup_with_the_log_start_inside_a_batch(tmp_path: Path) 
         for ts in (TS0 + 20, TS0, TS0, TS0):
             b.append(ts, None, b"v")
         log.append_as_leader(b.build(), 3, now_ms=NOW)  # offsets 0-3, the max at offset 0
-        assert log.fetch_offset_by_timestamp(-3) == (TS0 + 20, 0, 3)
+        assert log.fetch_offset_by_timestamp(-3) == TimestampAndOffset(TS0 + 20, 0, 3)
         assert log.maybe_increment_log_start_offset(1)  # DeleteRecords before offset 1
-        assert log.fetch_offset_by_timestamp(TS0) == (TS0, 1, 3)
-        assert log.fetch_offset_by_timestamp(-3) == (TS0, 1, 3)
+        assert log.fetch_offset_by_timestamp(TS0) == TimestampAndOffset(TS0, 1, 3)
+        assert log.fetch_offset_by_timestamp(-3) == TimestampAndOffset(TS0, 1, 3)
     finally:
         log.close()

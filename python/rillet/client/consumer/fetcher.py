@@ -241,7 +241,7 @@ class Fetcher:
                     break
                 state.raw, state.raw_pos, state.raw_end = state.fetched.popleft()
             try:
-                records, next_offset, end = decode_consumer_records(
+                decoded = decode_consumer_records(
                     state.raw,
                     tp.topic,
                     tp.partition,
@@ -256,16 +256,17 @@ class Fetcher:
                 raise CorruptRecordError(
                     f"Record batch for partition {tp} at offset {state.position} is invalid: {e}"
                 ) from e
-            if end <= state.raw_pos:
+            if decoded.end <= state.raw_pos:
                 # Only a partial batch is left; the next response starts with it whole.
                 state.raw_pos = state.raw_end
                 continue
-            state.raw_pos = end
+            state.raw_pos = decoded.end
+            records = decoded.records
             if records:
                 state.records, state.index = records, 0
                 return True
             # Only control batches (or records below the position): skip past them.
-            state.position = max(state.position, next_offset)
+            state.position = max(state.position, decoded.next_offset)
         state.raw, state.raw_pos, state.raw_end = b"", 0, 0
         return False
 
@@ -358,7 +359,7 @@ class Fetcher:
             if state is not None:
                 state.fetching = False
         try:
-            data, (error_code, error_message, partitions) = f.future.result()
+            data, view = f.future.result()
         except grpc.RpcError as e:
             _log.debug("fetch from %s failed: %s", f.address, e)
             backoff = time.monotonic() + self._retry_backoff_s()
@@ -369,28 +370,17 @@ class Fetcher:
             with contextlib.suppress(KafkaError):
                 self.cluster.refresh({tp.topic for tp in f.offsets})
             return
-        err = error_from_wire(error_code, error_message)
+        err = error_from_wire(view.error_code, view.error_message)
         if err is not None:
             raise err
         stale_metadata: set[str] = set()
-        for (
-            topic,
-            partition,
-            p_error,
-            p_message,
-            high_watermark,
-            _,
-            _,
-            start,
-            end,
-            next_offset,
-        ) in partitions:
-            tp = TopicPartition(topic, partition)
+        for p in view.partitions:
+            tp = TopicPartition(p.topic, p.partition)
             state = assignment.get(tp)
             fetched_at = f.offsets.get(tp)
             if state is None or fetched_at is None or state.generation != f.generations[tp]:
                 continue  # unassigned, or the position moved while the fetch was out
-            err = error_from_wire(p_error, p_message)
+            err = error_from_wire(p.error_code, p.error_message)
             if err is not None:
                 if fetched_at != state.position:
                     # A fetch ahead of the position failed: try it again later; once the
@@ -399,9 +389,9 @@ class Fetcher:
                     continue
                 self._fetch_error(tp, state, err, stale_metadata)
                 continue
-            state.high_watermark = high_watermark
-            if end > start:
-                state.add_fetched(data, start, end, next_offset)
+            state.high_watermark = p.high_watermark
+            if p.records_end > p.records_start:
+                state.add_fetched(data, p.records_start, p.records_end, p.next_offset)
         if stale_metadata:
             with contextlib.suppress(KafkaError):
                 self.cluster.refresh(stale_metadata)
