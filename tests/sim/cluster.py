@@ -94,15 +94,7 @@ class Controller:
 
     def __init__(self, sim: ClusterSimulation, node_id: int) -> None:
         self.node_id = node_id
-        self.raft = RaftNode(
-            node_id=node_id,
-            voters=sim.controller_ids,
-            log=MemoryRaftLog(),
-            store=MemoryQuorumStateStore(),
-            rng=random.Random(sim.rng.getrandbits(64)),
-            now_ms=sim.now,
-            config=sim.options.raft,
-        )
+        self.raft = sim.raft_node(node_id)
         self.controller = QuorumController(
             ControllerConfig(broker_session_timeout_ms=sim.options.session_timeout_ms),
             random.Random(sim.rng.getrandbits(64)),
@@ -115,15 +107,7 @@ class Broker:
 
     def __init__(self, sim: ClusterSimulation, node_id: int) -> None:
         self.node_id = node_id
-        self.raft = RaftNode(
-            node_id=node_id,
-            voters=sim.controller_ids,
-            log=MemoryRaftLog(),
-            store=MemoryQuorumStateStore(),
-            rng=random.Random(sim.rng.getrandbits(64)),
-            now_ms=sim.now,
-            config=sim.options.raft,
-        )
+        self.raft = sim.raft_node(node_id)
         self.publisher = MetadataPublisher(None, None)
         self.lifecycle = BrokerLifecycle(
             node_id, uuid.UUID(int=node_id), sim.options.heartbeat_interval_ms, sim.now
@@ -181,6 +165,19 @@ class ClusterSimulation:
             self._after_raft(b.node_id)
             self._lifecycle_at[b.node_id] = self.now
             self._push(self.now, "lifecycle", b.node_id)
+
+    def raft_node(self, node_id: int) -> RaftNode:
+        """A Raft replica with its own memory storage: a voter if ``node_id`` is a
+        controller's, else an observer."""
+        return RaftNode(
+            node_id=node_id,
+            voters=self.controller_ids,
+            log=MemoryRaftLog(),
+            store=MemoryQuorumStateStore(),
+            rng=random.Random(self.rng.getrandbits(64)),
+            now_ms=self.now,
+            config=self.options.raft,
+        )
 
     # -- the event loop --------------------------------------------------------------------
 

@@ -14,30 +14,6 @@ from rillet.config import (
 )
 from rillet.errors import InvalidConfigurationError
 
-# The smallest valid config: one combined node.
-MINIMAL: dict[str, object] = {
-    "process.roles": "broker,controller",
-    "node.id": "1",
-    "controller.quorum.voters": "1@localhost:9093",
-}
-
-
-def config(**overrides: object) -> BrokerConfig:
-    """MINIMAL with overrides; keyword names use _ for . (None removes the key)."""
-    props = dict(MINIMAL)
-    for k, v in overrides.items():
-        name = k.replace("_", ".")
-        if v is None:
-            props.pop(name, None)
-        else:
-            props[name] = v
-    return BrokerConfig(props)
-
-
-def with_props(**props: object) -> BrokerConfig:
-    return BrokerConfig({**MINIMAL, **props})
-
-
 # ---------------------------------------------------------------------------------------------
 # Java properties syntax
 
