@@ -56,18 +56,30 @@ class ServerProcess:
         ]
 
     def start(self, timeout: float = 60) -> None:
+        self.wait_started(self.launch(), timeout)
+
+    def launch(self) -> int:
+        """Start the process without waiting; returns the log's length before it."""
         already = len(self.output())
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes to it
         self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT)
         log.close()
+        return already
+
+    def wait_started(self, since: int, timeout: float = 60) -> None:
+        """Wait for the start-up line the server prints once it is ready (after ``since``
+        characters of its log)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.output()}")
-            if "started (cluster id" in self.output()[already:]:
+                raise RuntimeError(
+                    f"server exited {self.proc.returncode}:\n{self.output()[since:]}"
+                )
+            if "started (cluster id" in self.output()[since:]:
                 return
             time.sleep(0.05)
-        raise RuntimeError(f"server did not start:\n{self.output()}")
+        raise RuntimeError(f"server did not start:\n{self.output()[since:]}")
 
     def output(self) -> str:
         try:

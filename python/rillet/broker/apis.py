@@ -28,6 +28,7 @@ from rillet.broker.replica_manager import (
 from rillet.config import BrokerConfig, config_value_to_string, resolve_topic_config
 from rillet.controller import AlterConfigOp, CreatableTopic, TopicResult
 from rillet.errors import (
+    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
@@ -37,6 +38,7 @@ from rillet.errors import (
 from rillet.metadata.image import MetadataImage, TopicImage
 from rillet.metadata.records import ConfigResourceType
 from rillet.metadata.topic_names import validate_topic_name
+from rillet.raft.node import QuorumInfo
 from rillet.types import TopicPartition
 
 __all__ = [
@@ -257,15 +259,48 @@ class BrokerApis:
             )
         return ClusterDescription(self.cluster_id, self.controller_id, brokers)
 
+    async def handle_describe_quorum(self) -> QuorumInfo | KafkaError:
+        """The metadata quorum as its leader sees it (forwarded to the active controller)."""
+        try:
+            return await self.channel.describe_quorum()
+        except KafkaError as e:
+            return e
+
     # -- topics and partitions (forwarded to the controller) --------------------------------
 
     async def handle_create_topics(
         self, topics: Sequence[CreatableTopic], validate_only: bool
     ) -> list[TopicResult]:
+        refused = [self._unreplicable(t) for t in topics]
+        wanted = [t for t, e in zip(topics, refused, strict=True) if e is None]
         try:
-            return await self.channel.create_topics(topics, validate_only)
+            created = await self.channel.create_topics(wanted, validate_only) if wanted else []
         except KafkaError as e:
-            return [TopicResult(t.name, e) for t in topics]
+            created = [TopicResult(t.name, e) for t in wanted]
+        answers = iter(created)
+        return [
+            TopicResult(t.name, e) if e is not None else next(answers)
+            for t, e in zip(topics, refused, strict=True)
+        ]
+
+    def _unreplicable(self, topic: CreatableTopic) -> KafkaError | None:
+        """Until brokers replicate partitions to each other, a topic with more than one
+        replica per partition is refused in a cluster of several brokers (one broker refuses
+        it anyway, in the controller's words): its followers would never hold its data."""
+        if len(self.image().brokers) <= 1:
+            return None
+        rf = topic.replication_factor
+        if rf == -1:
+            rf = self.config.default_replication_factor
+        if topic.assignment:
+            rf = max(len(r) for r in topic.assignment.values())
+        if rf <= 1:
+            return None
+        return InvalidReplicationFactorError(
+            f"Replication factor {rf} is not supported yet: brokers do not replicate "
+            "partitions to each other in this version, so every partition has one replica "
+            "(replication.factor=1)."
+        )
 
     async def handle_delete_topics(
         self, names: Sequence[str], topic_ids: Sequence[bytes]

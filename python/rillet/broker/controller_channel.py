@@ -27,6 +27,7 @@ from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistratio
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaError
 from rillet.metadata.records import ConfigResourceType
+from rillet.raft.node import QuorumInfo
 
 __all__ = ["ControllerChannel", "InProcessControllerChannel"]
 
@@ -63,6 +64,12 @@ class ControllerChannel(Protocol):
     async def incremental_alter_configs(
         self, resources: ConfigChanges, validate_only: bool = False
     ) -> list[KafkaError | None]: ...
+
+    async def describe_quorum(self) -> QuorumInfo:
+        """The metadata quorum as its leader sees it."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 class InProcessControllerChannel:
@@ -105,3 +112,9 @@ class InProcessControllerChannel:
         self, resources: ConfigChanges, validate_only: bool = False
     ) -> list[KafkaError | None]:
         return await self.service.incremental_alter_configs(resources, validate_only)
+
+    async def describe_quorum(self) -> QuorumInfo:
+        return self.service.describe_quorum()
+
+    async def close(self) -> None:
+        pass

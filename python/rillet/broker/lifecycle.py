@@ -170,6 +170,9 @@ class BrokerLifecycle:
             self._due_ms = now_ms
 
 
+REPORT_INTERVAL_MS = 10_000
+
+
 class BrokerLifecycleManager:
     """Runs a :class:`BrokerLifecycle` on the event loop: sends its requests over the
     controller channel, one at a time, and feeds the answers back. ``listeners`` gives the
@@ -190,6 +193,7 @@ class BrokerLifecycleManager:
         self.listeners = listeners
         self.metadata_offset = metadata_offset
         self._runner: asyncio.Task[None] | None = None
+        self._reported_ms: int | None = None
 
     def start(self) -> None:
         self._runner = asyncio.create_task(self._run(), name="broker-lifecycle")
@@ -210,17 +214,29 @@ class BrokerLifecycleManager:
                 epoch: int | KafkaError = await self.channel.register_broker(request)
             except KafkaError as e:
                 epoch = e
-            if isinstance(epoch, KafkaError) and not epoch.retriable:
-                _log.warning("broker registration failed: %s", epoch)
+            if isinstance(epoch, KafkaError):
+                self._report("broker registration failed", epoch)
             life.on_registered(epoch, self.clock())
         elif isinstance(request, BrokerHeartbeatRequest):
             try:
                 result: HeartbeatResult | KafkaError = await self.channel.broker_heartbeat(request)
             except KafkaError as e:
                 result = e
-            if isinstance(result, KafkaError) and not result.retriable:
-                _log.warning("broker heartbeat failed: %s", result)
+            if isinstance(result, KafkaError):
+                self._report("broker heartbeat failed", result)
             life.on_heartbeat(result, self.clock())
+
+    def _report(self, what: str, error: KafkaError) -> None:
+        """A refusal is a warning every time; a retriable failure (no controller reachable
+        yet, say) is logged once per ``REPORT_INTERVAL_MS`` while it lasts, so a broker that
+        waits for the quorum says why without flooding its log."""
+        if not error.retriable:
+            _log.warning("%s: %s", what, error)
+            return
+        now = self.clock()
+        if self._reported_ms is None or now - self._reported_ms >= REPORT_INTERVAL_MS:
+            self._reported_ms = now
+            _log.info("%s, retrying: %s", what, error)
 
     async def stop(self, timeout_s: float = 5) -> None:
         """Controlled shutdown (bounded by ``timeout_s``), then stop heartbeating."""

@@ -12,7 +12,9 @@ import grpc
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
-from rillet.protocol import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc
+from rillet.protocol import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc, quorum_pb2
+from rillet.protocol.quorum import describe_quorum_from_pb
+from rillet.raft.node import QuorumInfo
 
 __all__ = [
     "AdminClient",
@@ -107,11 +109,22 @@ class AdminClient:
             metadata_pb2_grpc.MetadataServiceStub(self._channel),
         )
 
-    def _call(self, method: Any, request: Any) -> Any:
-        try:
-            return method(request, timeout=self._timeout)
-        except grpc.RpcError as e:
-            raise KafkaTimeoutError(f"request to {self._servers[0]} failed: {e.code()}") from None
+    def _call(self, name: str, request: Any) -> Any:
+        """Send ``name`` to the current bootstrap server; one that cannot be reached is
+        dropped for the next one in ``bootstrap_servers`` (every broker answers admin
+        requests)."""
+        for _ in range(len(self._servers)):
+            admin, metadata = self._stubs()
+            method = getattr(admin, name, None) or getattr(metadata, name)
+            try:
+                return method(request, timeout=self._timeout)
+            except grpc.RpcError as e:
+                failed = self._servers[0]
+                if e.code() != grpc.StatusCode.UNAVAILABLE or len(self._servers) == 1:
+                    raise KafkaTimeoutError(f"request to {failed} failed: {e.code()}") from None
+                self._servers.append(self._servers.pop(0))
+                self.close()
+        raise KafkaTimeoutError(f"no bootstrap server answered: {', '.join(self._servers)}")
 
     def close(self) -> None:
         if self._channel is not None:
@@ -132,7 +145,6 @@ class AdminClient:
         timeout_ms: int | None = None,
         validate_only: bool = False,
     ) -> dict[str, KafkaError | None]:
-        admin, _ = self._stubs()
         request = admin_pb2.CreateTopicsRequest(
             timeout_ms=timeout_ms or 0, validate_only=validate_only
         )
@@ -146,7 +158,7 @@ class AdminClient:
                     topic.num_partitions = t.num_partitions
                 if t.replication_factor != -1:
                     topic.replication_factor = t.replication_factor
-        response = self._call(admin.CreateTopics, request)
+        response = self._call("CreateTopics", request)
         results = {
             t.name: error_for_code(t.error_code)(t.error_message) if t.error_code else None
             for t in response.topics
@@ -155,9 +167,8 @@ class AdminClient:
         return results
 
     def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> None:
-        admin, _ = self._stubs()
         response = self._call(
-            admin.DeleteTopics,
+            "DeleteTopics",
             admin_pb2.DeleteTopicsRequest(topic_names=list(topics), timeout_ms=timeout_ms or 0),
         )
         _raise(
@@ -173,7 +184,6 @@ class AdminClient:
         timeout_ms: int | None = None,
         validate_only: bool = False,
     ) -> None:
-        admin, _ = self._stubs()
         request = admin_pb2.CreatePartitionsRequest(
             timeout_ms=timeout_ms or 0, validate_only=validate_only
         )
@@ -181,7 +191,7 @@ class AdminClient:
             t = request.topics.add(name=name, count=np.total_count)
             for brokers in np.new_assignments or ():
                 t.assignments.add(broker_ids=list(brokers))
-        response = self._call(admin.CreatePartitions, request)
+        response = self._call("CreatePartitions", request)
         _raise(
             {
                 t.name: error_for_code(t.error_code)(t.error_message) if t.error_code else None
@@ -193,10 +203,7 @@ class AdminClient:
         return sorted(d.name for d in self.describe_topics() if d.error is None)
 
     def describe_topics(self, topics: Sequence[str] | None = None) -> list[TopicDescription]:
-        _, metadata = self._stubs()
-        response = self._call(
-            metadata.Metadata, metadata_pb2.MetadataRequest(topics=list(topics or []))
-        )
+        response = self._call("Metadata", metadata_pb2.MetadataRequest(topics=list(topics or [])))
         out = []
         for t in response.topics:
             out.append(
@@ -222,8 +229,7 @@ class AdminClient:
         return out
 
     def describe_cluster(self) -> dict[str, Any]:
-        admin, _ = self._stubs()
-        r = self._call(admin.DescribeCluster, admin_pb2.DescribeClusterRequest())
+        r = self._call("DescribeCluster", admin_pb2.DescribeClusterRequest())
         return {
             "cluster_id": r.cluster_id,
             "controller_id": r.controller_id,
@@ -239,13 +245,22 @@ class AdminClient:
             ],
         }
 
+    def describe_metadata_quorum(self) -> QuorumInfo:
+        """The metadata quorum as its leader sees it (Kafka's ``describeMetadataQuorum``):
+        the leader, its epoch and high watermark, and each voter's and observer's progress."""
+        info = describe_quorum_from_pb(
+            self._call("DescribeQuorum", quorum_pb2.DescribeQuorumRequest())
+        )
+        if isinstance(info, KafkaError):
+            raise info
+        return info
+
     # -- configs ---------------------------------------------------------------------------
 
     def describe_configs(
         self, config_resources: Sequence[ConfigResource]
     ) -> dict[tuple[int, str], dict[str, tuple[str | None, str]]]:
         """``{(type, name): {config: (value, source)}}``."""
-        admin, _ = self._stubs()
         request = admin_pb2.DescribeConfigsRequest()
         for r in config_resources:
             request.resources.add(
@@ -253,7 +268,7 @@ class AdminClient:
                 resource_name=r.name,
                 configuration_keys=list(r.configs or {}),
             )
-        response = self._call(admin.DescribeConfigs, request)
+        response = self._call("DescribeConfigs", request)
         out: dict[tuple[int, str], dict[str, tuple[str | None, str]]] = {}
         errors: dict[str, KafkaError | None] = {}
         for res in response.results:
@@ -274,7 +289,6 @@ class AdminClient:
         self, config_resources: Sequence[ConfigResource], validate_only: bool = False
     ) -> None:
         """Set each given config (a value of None deletes the override)."""
-        admin, _ = self._stubs()
         request = admin_pb2.AlterConfigsRequest(validate_only=validate_only)
         for r in config_resources:
             res = request.resources.add(resource_type=r.resource_type, resource_name=r.name)
@@ -287,7 +301,7 @@ class AdminClient:
                 )
                 if value is not None:
                     c.value = value
-        response = self._call(admin.AlterConfigs, request)
+        response = self._call("AlterConfigs", request)
         _raise(
             {
                 r.resource_name: error_for_code(r.error_code)(r.error_message)

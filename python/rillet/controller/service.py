@@ -34,7 +34,7 @@ from rillet.errors import KafkaError, NotControllerError
 from rillet.metadata.records import ConfigResourceType, MetadataRecord
 from rillet.protocol.metadata_records import encode_record
 from rillet.raft.driver import RaftDriver
-from rillet.raft.node import LeaderAndEpoch
+from rillet.raft.node import LeaderAndEpoch, QuorumInfo
 from rillet.scheduler import Clock
 
 __all__ = ["ControllerService"]
@@ -126,6 +126,14 @@ class ControllerService:
             self._write(lambda _: ControllerResult(records, None))
         )
         task.add_done_callback(lambda t: t.exception())
+
+    def describe_quorum(self) -> QuorumInfo:
+        """The quorum as its leader sees it (``metadata-quorum describe``)."""
+        _, driver = self._require_active()
+        info = driver.node.describe_quorum()
+        if info is None:
+            raise NotControllerError("This node is no longer the quorum leader.")
+        return info
 
     # -- admin -----------------------------------------------------------------------------
 

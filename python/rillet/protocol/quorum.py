@@ -9,12 +9,18 @@ fields (``candidate_epoch``, ``fetch_offset``) that the wire does not carry.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from rillet.controller import HeartbeatResult
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.errors import KafkaError
 from rillet.metadata.records import BrokerEndpoint
-from rillet.protocol.errors import raft_error_from_wire, raft_error_to_wire, set_error
+from rillet.protocol.errors import (
+    error_from_wire,
+    raft_error_from_wire,
+    raft_error_to_wire,
+    set_error,
+)
 from rillet.protocol.gen.v1 import quorum_pb2
 from rillet.raft.log import EpochEndOffset
 from rillet.raft.messages import (
@@ -30,14 +36,19 @@ from rillet.raft.messages import (
 )
 from rillet.raft.metadata_log import batches_to_entries, entries_to_batches
 from rillet.raft.node import QuorumInfo
+from rillet.raft.state import ReplicaState
 
 __all__ = [
     "QuorumRequest",
     "QuorumResponse",
     "broker_heartbeat_from_pb",
+    "broker_heartbeat_request_to_pb",
     "broker_heartbeat_response",
+    "broker_heartbeat_result_from_pb",
     "broker_registration_from_pb",
+    "broker_registration_request_to_pb",
     "broker_registration_response",
+    "describe_quorum_from_pb",
     "describe_quorum_response",
     "raft_request_from_pb",
     "raft_request_to_pb",
@@ -253,6 +264,22 @@ def broker_registration_from_pb(
     )
 
 
+def broker_registration_request_to_pb(
+    request: BrokerRegistrationRequest, cluster_id: str
+) -> quorum_pb2.BrokerRegistrationRequest:
+    out = quorum_pb2.BrokerRegistrationRequest(
+        cluster_id=cluster_id,
+        broker_id=request.broker_id,
+        incarnation_id=request.incarnation_id.bytes,
+        previous_broker_epoch=-1,
+    )
+    for e in request.listeners:
+        out.listeners.add(name=e.name, host=e.host, port=e.port)
+    if request.rack is not None:
+        out.rack = request.rack
+    return out
+
+
 def broker_registration_response(
     result: int | BaseException,
 ) -> quorum_pb2.BrokerRegistrationResponse:
@@ -271,6 +298,29 @@ def broker_heartbeat_from_pb(r: quorum_pb2.BrokerHeartbeatRequest) -> BrokerHear
         current_metadata_offset=r.current_metadata_offset,
         want_fence=r.want_fence,
         want_shutdown=r.want_shutdown,
+    )
+
+
+def broker_heartbeat_request_to_pb(
+    request: BrokerHeartbeatRequest,
+) -> quorum_pb2.BrokerHeartbeatRequest:
+    return quorum_pb2.BrokerHeartbeatRequest(
+        broker_id=request.broker_id,
+        broker_epoch=request.broker_epoch,
+        current_metadata_offset=request.current_metadata_offset,
+        want_fence=request.want_fence,
+        want_shutdown=request.want_shutdown,
+    )
+
+
+def broker_heartbeat_result_from_pb(
+    r: quorum_pb2.BrokerHeartbeatResponse,
+) -> HeartbeatResult | KafkaError:
+    err = error_from_wire(r.error_code, r.error_message)
+    if err is not None:
+        return err
+    return HeartbeatResult(
+        is_caught_up=r.is_caught_up, is_fenced=r.is_fenced, should_shutdown=r.should_shutdown
     )
 
 
@@ -318,3 +368,32 @@ def describe_quorum_response(
                 ),
             )
     return response
+
+
+def describe_quorum_from_pb(
+    response: quorum_pb2.DescribeQuorumResponse,
+) -> QuorumInfo | KafkaError:
+    err = error_from_wire(response.error_code, response.error_message)
+    if err is not None:
+        return err
+
+    def states(
+        group: Sequence[quorum_pb2.DescribeQuorumResponse.ReplicaState],
+    ) -> tuple[ReplicaState, ...]:
+        return tuple(
+            ReplicaState(
+                s.replica_id,
+                s.log_end_offset,
+                s.last_fetch_timestamp_ms if s.last_fetch_timestamp_ms >= 0 else None,
+                s.last_caught_up_timestamp_ms if s.last_caught_up_timestamp_ms >= 0 else None,
+            )
+            for s in group
+        )
+
+    return QuorumInfo(
+        response.leader_id,
+        response.leader_epoch,
+        response.high_watermark,
+        states(response.current_voters),
+        states(response.observers),
+    )

@@ -27,7 +27,7 @@ from typing import IO
 
 from rillet.broker.alter_partition import AlterPartitionManager
 from rillet.broker.apis import BrokerApis
-from rillet.broker.controller_channel import InProcessControllerChannel
+from rillet.broker.controller_channel import ControllerChannel, InProcessControllerChannel
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerLifecycleManager
 from rillet.broker.metadata_publisher import MetadataPublisher
 from rillet.broker.replica_manager import ReplicaManager
@@ -42,6 +42,7 @@ from rillet.raft.driver import RaftDriver
 from rillet.raft.metadata_log import MetadataLog
 from rillet.raft.quorum_state import FileQuorumStateStore
 from rillet.scheduler import AsyncioScheduler, Clock, wall_clock_ms
+from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.storage.dir_lock import lock_dir
@@ -93,7 +94,19 @@ class RilletServer:
             ),
             clock,
         )
-        self.channel = InProcessControllerChannel(self.controller)
+        self.channel: ControllerChannel
+        if cfg.is_controller and set(cfg.quorum_voters) == {cfg.node_id}:
+            # A quorum of this node alone: its controller is the only one there is.
+            self.channel = InProcessControllerChannel(self.controller)
+        else:
+            self.channel = GrpcControllerChannel(
+                {v: str(hp) for v, hp in cfg.quorum_voters.items()},
+                cluster_id,
+                lambda: self.controller.controller_id,
+                clock,
+                local=self.controller if cfg.is_controller else None,
+                request_timeout_ms=cfg.quorum_request_timeout_ms,
+            )
         self.publisher = MetadataPublisher(None, None)
 
     # -- start -----------------------------------------------------------------------------
@@ -198,7 +211,7 @@ class RilletServer:
             listener = broker_listener(self.apis, self.clock, name)
             await self._listen(listener, cfg.broker_listeners)
         if cfg.is_controller and cfg.controller_listeners:
-            listener = controller_listener(driver, self.controller, self.clock)
+            listener = controller_listener(driver, self.controller, self.clock, self.cluster_id)
             await self._listen(listener, cfg.controller_listeners)
 
     async def _listen(self, listener: GrpcListener, endpoints: Sequence[Endpoint]) -> None:
@@ -223,12 +236,14 @@ class RilletServer:
             self.publisher.publish(records)
 
     async def wait_until_ready(self, timeout_s: float = 30) -> None:
-        """Wait until this broker is registered, unfenced and visible in its own metadata."""
+        """Wait until this broker is registered, unfenced and visible in its own metadata
+        (its own registration: another broker may hold the same id)."""
         try:
             async with asyncio.timeout(timeout_s):
                 while True:
                     me = self.publisher.image.brokers.get(self.config.node_id)
-                    if me is not None and not me.fenced:
+                    epoch = self.lifecycle.lifecycle.broker_epoch if self.lifecycle else -1
+                    if me is not None and not me.fenced and me.broker_epoch == epoch >= 0:
                         return
                     await asyncio.sleep(0.02)
         except TimeoutError:
@@ -251,6 +266,7 @@ class RilletServer:
             self.driver = None
         if self.alter_partition is not None:
             await self.alter_partition.shutdown()
+        await self.channel.close()
         if self.replicas is not None:
             self.replicas.shutdown()
             self.replicas = None

@@ -29,6 +29,7 @@ from rillet.protocol import (
     admin_pb2,
     admin_pb2_grpc,
     common_pb2,
+    controller_pb2,
     fetch_pb2,
     fetch_pb2_grpc,
     metadata_pb2,
@@ -50,6 +51,7 @@ FILES = [
     metadata_pb2,
     admin_pb2,
     quorum_pb2,
+    controller_pb2,
     metadata_records_pb2,
 ]
 
@@ -664,6 +666,15 @@ SERVICES = {
         "DescribeCluster",
         "DescribeConfigs",
         "AlterConfigs",
+        "DescribeQuorum",
+    ],
+    "rillet.v1.ControllerService": [
+        "AlterPartition",
+        "CreateTopics",
+        "DeleteTopics",
+        "CreatePartitions",
+        "AlterConfigs",
+        "DescribeQuorum",
     ],
     "rillet.v1.QuorumService": [
         "Vote",

@@ -17,7 +17,8 @@ from rillet.protocol.admin import (
     describe_configs_request_from_pb,
     describe_configs_response,
 )
-from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc
+from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, quorum_pb2
+from rillet.protocol.quorum import describe_quorum_response
 
 __all__ = ["AdminServicer"]
 
@@ -58,6 +59,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self, request: admin_pb2.DescribeClusterRequest, context: Context
     ) -> admin_pb2.DescribeClusterResponse:
         return describe_cluster_response(self.apis.handle_describe_cluster(self.listener_name))
+
+    async def DescribeQuorum(
+        self, request: quorum_pb2.DescribeQuorumRequest, context: Context
+    ) -> quorum_pb2.DescribeQuorumResponse:
+        return describe_quorum_response(await self.apis.handle_describe_quorum())
 
     async def DescribeConfigs(
         self, request: admin_pb2.DescribeConfigsRequest, context: Context

@@ -17,6 +17,8 @@ from rillet.errors import KafkaStorageError
 from rillet.protocol.gen.v1 import (
     admin_pb2,
     admin_pb2_grpc,
+    controller_pb2,
+    controller_pb2_grpc,
     fetch_pb2,
     metadata_pb2,
     metadata_pb2_grpc,
@@ -27,6 +29,7 @@ from rillet.protocol.gen.v1 import (
 from rillet.raft.driver import RaftDriver
 from rillet.scheduler import Clock
 from rillet.server.grpc.admin import AdminServicer
+from rillet.server.grpc.controller import ControllerServicer
 from rillet.server.grpc.fetch import FetchServicer, add_fetch_servicer
 from rillet.server.grpc.metadata import MetadataServicer
 from rillet.server.grpc.produce import ProduceServicer, add_produce_servicer
@@ -105,11 +108,19 @@ def broker_listener(apis: BrokerApis, clock: Clock, listener_name: str) -> GrpcL
 
 
 def controller_listener(
-    driver: RaftDriver, controller: ControllerService, clock: Clock
+    driver: RaftDriver, controller: ControllerService, clock: Clock, cluster_id: str
 ) -> GrpcListener:
-    """The quorum API of a controller: Raft, broker registration and heartbeats."""
-    servicer = QuorumServicer(driver, controller, clock)
+    """The API of a controller: the quorum (Raft, broker registration and heartbeats) and
+    the controller's requests from brokers (AlterPartition, forwarded admin changes)."""
+    quorum = QuorumServicer(driver, controller, clock, cluster_id)
+    apis = ControllerServicer(controller)
     return GrpcListener(
-        [lambda s: quorum_pb2_grpc.add_QuorumServiceServicer_to_server(servicer, s)],
-        [_service(quorum_pb2.DESCRIPTOR, "QuorumService")],
+        [
+            lambda s: quorum_pb2_grpc.add_QuorumServiceServicer_to_server(quorum, s),
+            lambda s: controller_pb2_grpc.add_ControllerServiceServicer_to_server(apis, s),
+        ],
+        [
+            _service(quorum_pb2.DESCRIPTOR, "QuorumService"),
+            _service(controller_pb2.DESCRIPTOR, "ControllerService"),
+        ],
     )

@@ -8,14 +8,21 @@ registration and heartbeats go to the :class:`~rillet.controller.service.Control
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 import grpc
 
 from rillet.controller.service import ControllerService
-from rillet.errors import KafkaError, NotControllerError, SnapshotNotFoundError
+from rillet.errors import (
+    InconsistentClusterIdError,
+    KafkaError,
+    NotControllerError,
+    SnapshotNotFoundError,
+)
 from rillet.protocol.errors import set_error
 from rillet.protocol.gen.v1 import quorum_pb2, quorum_pb2_grpc
+from rillet.protocol.gen.v1.common_pb2 import ErrorCode
 from rillet.protocol.quorum import (
     QuorumRequest,
     QuorumResponse,
@@ -41,6 +48,8 @@ from rillet.scheduler import Clock
 
 __all__ = ["GrpcRaftTransport", "QuorumServicer"]
 
+_log = logging.getLogger(__name__)
+
 Context = grpc.aio.ServicerContext[object, object]
 
 _METHODS: dict[type, str] = {
@@ -51,13 +60,54 @@ _METHODS: dict[type, str] = {
 }
 
 
+_RESPONSE_TYPES: dict[type, type[QuorumResponse]] = {
+    quorum_pb2.VoteRequest: quorum_pb2.VoteResponse,
+    quorum_pb2.BeginQuorumEpochRequest: quorum_pb2.BeginQuorumEpochResponse,
+    quorum_pb2.EndQuorumEpochRequest: quorum_pb2.EndQuorumEpochResponse,
+    quorum_pb2.QuorumFetchRequest: quorum_pb2.QuorumFetchResponse,
+}
+
+
+def _source_id(request: QuorumRequest) -> int:
+    if isinstance(request, quorum_pb2.VoteRequest):
+        return request.candidate_id
+    if isinstance(request, quorum_pb2.QuorumFetchRequest):
+        return request.replica_id
+    return request.leader_id
+
+
 class QuorumServicer(quorum_pb2_grpc.QuorumServiceServicer):
-    def __init__(self, driver: RaftDriver, controller: ControllerService, clock: Clock) -> None:
+    """Requests from another cluster (a ``cluster_id`` that is not this node's) are refused
+    with INCONSISTENT_CLUSTER_ID before they reach the quorum."""
+
+    def __init__(
+        self, driver: RaftDriver, controller: ControllerService, clock: Clock, cluster_id: str
+    ) -> None:
         self.driver = driver
         self.controller = controller
         self.clock = clock
+        self.cluster_id = cluster_id
+        self._warned: set[str] = set()
+
+    def _foreign(self, cluster_id: str, who: str) -> InconsistentClusterIdError | None:
+        if not cluster_id or cluster_id == self.cluster_id:
+            return None
+        err = InconsistentClusterIdError(
+            f"{who} belongs to cluster {cluster_id!r}, but this node belongs to cluster "
+            f"{self.cluster_id!r}; check controller.quorum.voters and meta.properties."
+        )
+        if cluster_id not in self._warned:
+            self._warned.add(cluster_id)
+            _log.error("refusing a request: %s", err.message)
+        return err
 
     async def _raft(self, request: QuorumRequest) -> QuorumResponse:
+        source = _source_id(request)
+        foreign = self._foreign(request.cluster_id, f"Node {source}")
+        if foreign is not None:
+            refusal = _RESPONSE_TYPES[type(request)]()
+            set_error(refusal, foreign)
+            return refusal
         message = raft_request_from_pb(request, self.driver.node.node_id)
         response = await self.driver.handle(message)
         return raft_response_to_pb(response, self.driver.log.log_start_offset, self.clock())
@@ -93,6 +143,9 @@ class QuorumServicer(quorum_pb2_grpc.QuorumServiceServicer):
     async def BrokerRegistration(
         self, request: quorum_pb2.BrokerRegistrationRequest, context: Context
     ) -> quorum_pb2.BrokerRegistrationResponse:
+        foreign = self._foreign(request.cluster_id, f"Broker {request.broker_id}")
+        if foreign is not None:
+            return broker_registration_response(foreign)
         try:
             epoch = await self.controller.register_broker(broker_registration_from_pb(request))
         except (KafkaError, ValueError) as e:
@@ -127,6 +180,7 @@ class GrpcRaftTransport:
         self.peers = peers
         self.cluster_id = cluster_id
         self._channels: dict[int, grpc.aio.Channel] = {}
+        self._refused_by: set[int] = set()
 
     def _stub(self, node_id: int) -> quorum_pb2_grpc.QuorumServiceAsyncStub:
         ch = self._channels.get(node_id)
@@ -145,6 +199,16 @@ class GrpcRaftTransport:
             r = await call(raft_request_to_pb(request, self.cluster_id), timeout=timeout_s)
         except grpc.RpcError:
             return None  # the core retries on its own timers
+        if r.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID:
+            if request.destination_id not in self._refused_by:
+                self._refused_by.add(request.destination_id)
+                _log.error(
+                    "voter %d at %s refuses this node: %s",
+                    request.destination_id,
+                    self.peers[request.destination_id],
+                    r.error_message,
+                )
+            return None
         return raft_response_from_pb(request, r)
 
     async def close(self) -> None:

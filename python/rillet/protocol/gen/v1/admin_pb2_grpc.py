@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from rillet.protocol.gen.v1 import admin_pb2 as rillet_dot_v1_dot_admin__pb2
+from rillet.protocol.gen.v1 import quorum_pb2 as rillet_dot_v1_dot_quorum__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -65,6 +66,11 @@ class AdminServiceStub:
                 request_serializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.DescribeQuorum = channel.unary_unary(
+                '/rillet.v1.AdminService/DescribeQuorum',
+                request_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -115,6 +121,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeQuorum(self, request, context):
+        """The metadata quorum as its leader sees it (forwarded to the active controller; what
+        `rillet metadata-quorum --bootstrap-server ... describe` prints).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -147,6 +161,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AlterConfigs,
                     request_deserializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsResponse.SerializeToString,
+            ),
+            'DescribeQuorum': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeQuorum,
+                    request_deserializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -312,6 +331,33 @@ class AdminService:
             '/rillet.v1.AdminService/AlterConfigs',
             rillet_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
             rillet_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeQuorum(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/DescribeQuorum',
+            rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
+            rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.FromString,
             options,
             channel_credentials,
             insecure,

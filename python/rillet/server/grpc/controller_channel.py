@@ -1,0 +1,271 @@
+""":class:`~rillet.broker.controller_channel.ControllerChannel` over the network (Kafka's
+NodeToControllerChannelManager): the broker reaches the active controller on its CONTROLLER
+listener, whichever voter that is.
+
+The broker knows the active controller from the metadata log it follows: every node runs a
+replica of the quorum (a broker-only node as an observer), whose leader is the active
+controller. ``leader()`` reads it. While no leader is known, or the one called answers
+NOT_CONTROLLER or cannot be reached, a forwarded request (admin changes, AlterPartition) is
+retried every ``retry_backoff_ms`` until ``retry_timeout_ms`` has passed; registration and
+heartbeats fail at once, since the broker's lifecycle retries them on its own schedule. In
+combined mode ``local`` is this node's controller, called directly while it is the active one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from rillet.broker.controller_channel import ConfigChanges, PartitionsToCreate
+from rillet.controller import (
+    AlterPartitionResult,
+    AlterPartitionState,
+    CreatableTopic,
+    HeartbeatResult,
+    TopicResult,
+)
+from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from rillet.controller.service import ControllerService
+from rillet.errors import KafkaError, NotControllerError
+from rillet.protocol.controller import (
+    alter_configs_request_to_pb,
+    alter_configs_results_from_pb,
+    alter_partition_request_to_pb,
+    alter_partition_results_from_pb,
+    create_partitions_request_to_pb,
+    create_partitions_results_from_pb,
+    create_topics_request_to_pb,
+    create_topics_results_from_pb,
+    delete_topics_request_to_pb,
+    delete_topics_results_from_pb,
+)
+from rillet.protocol.errors import error_from_wire
+from rillet.protocol.gen.v1 import controller_pb2_grpc, quorum_pb2, quorum_pb2_grpc
+from rillet.protocol.quorum import (
+    broker_heartbeat_request_to_pb,
+    broker_heartbeat_result_from_pb,
+    broker_registration_request_to_pb,
+    describe_quorum_from_pb,
+)
+from rillet.raft.node import QuorumInfo
+from rillet.scheduler import Clock
+
+__all__ = ["GrpcControllerChannel"]
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _all_not_controller(errors: Sequence[KafkaError | None]) -> bool:
+    return bool(errors) and all(isinstance(e, NotControllerError) for e in errors)
+
+
+class GrpcControllerChannel:
+    """See the module docstring. ``voters`` maps controller ids to ``host:port`` of their
+    CONTROLLER listeners (``controller.quorum.voters``)."""
+
+    def __init__(
+        self,
+        voters: Mapping[int, str],
+        cluster_id: str,
+        leader: Callable[[], int | None],
+        clock: Clock,
+        *,
+        local: ControllerService | None = None,
+        request_timeout_ms: int = 2000,
+        retry_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        self.voters = dict(voters)
+        self.cluster_id = cluster_id
+        self.leader = leader
+        self.clock = clock
+        self.local = local
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.retry_timeout_ms = retry_timeout_ms
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self._channels: dict[int, grpc.aio.Channel] = {}
+
+    @property
+    def controller_id(self) -> int | None:
+        return self.leader()
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+
+    def _channel(self, node_id: int) -> grpc.aio.Channel:
+        ch = self._channels.get(node_id)
+        if ch is None:
+            ch = self._channels[node_id] = grpc.aio.insecure_channel(self.voters[node_id])
+        return ch
+
+    def _target(self) -> int:
+        target = self.leader()
+        if target is None:
+            raise NotControllerError("No active controller is known yet.")
+        if target not in self.voters:
+            raise NotControllerError(f"The active controller {target} is not a known voter.")
+        return target
+
+    async def _call(
+        self,
+        local: Callable[[ControllerService], Awaitable[T]],
+        remote: Callable[[grpc.aio.Channel], Awaitable[T]],
+        *,
+        retry: bool,
+    ) -> T:
+        """Send to the active controller: ``local`` when it is this node's, else ``remote``
+        over its channel; retry NOT_CONTROLLER and unreachable controllers when ``retry``."""
+        deadline = self.clock() + self.retry_timeout_ms
+        while True:
+            try:
+                if self.local is not None and self.local.is_active:
+                    return await local(self.local)
+                target = self._target()
+                try:
+                    return await remote(self._channel(target))
+                except grpc.RpcError as e:
+                    code = e.code() if isinstance(e, grpc.aio.AioRpcError) else None
+                    raise NotControllerError(
+                        f"The controller {target} at {self.voters[target]} did not answer"
+                        f" ({code.name if code else e})."
+                    ) from None
+            except NotControllerError:
+                if not retry or self.clock() >= deadline:
+                    raise
+            await asyncio.sleep(self.retry_backoff_s)
+
+    def _opts(self) -> dict[str, Any]:
+        return {"timeout": self.request_timeout_s}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def register_broker(self, request: BrokerRegistrationRequest) -> int:
+        async def remote(ch: grpc.aio.Channel) -> int:
+            stub = quorum_pb2_grpc.QuorumServiceStub(ch)
+            r = await stub.BrokerRegistration(
+                broker_registration_request_to_pb(request, self.cluster_id), **self._opts()
+            )
+            err = error_from_wire(r.error_code, r.error_message)
+            if err is not None:
+                raise err
+            return r.broker_epoch
+
+        return await self._call(lambda c: c.register_broker(request), remote, retry=False)
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> HeartbeatResult:
+        async def remote(ch: grpc.aio.Channel) -> HeartbeatResult:
+            stub = quorum_pb2_grpc.QuorumServiceStub(ch)
+            r = await stub.BrokerHeartbeat(broker_heartbeat_request_to_pb(request), **self._opts())
+            result = broker_heartbeat_result_from_pb(r)
+            if isinstance(result, KafkaError):
+                raise result
+            return result
+
+        return await self._call(lambda c: c.broker_heartbeat(request), remote, retry=False)
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
+    ) -> list[AlterPartitionResult]:
+        async def remote(ch: grpc.aio.Channel) -> list[AlterPartitionResult]:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            r = await stub.AlterPartition(
+                alter_partition_request_to_pb(broker_id, broker_epoch, changes), **self._opts()
+            )
+            results = alter_partition_results_from_pb(r)
+            if isinstance(results, KafkaError):
+                raise results
+            return results
+
+        return await self._call(
+            lambda c: c.alter_partition(broker_id, broker_epoch, changes), remote, retry=True
+        )
+
+    # -- forwarded admin requests ----------------------------------------------------------
+
+    async def _forward_topics(
+        self,
+        local: Callable[[ControllerService], Awaitable[list[TopicResult]]],
+        send: Callable[
+            [controller_pb2_grpc.ControllerServiceAsyncStub], Awaitable[list[TopicResult]]
+        ],
+    ) -> list[TopicResult]:
+        async def remote(ch: grpc.aio.Channel) -> list[TopicResult]:
+            results = await send(controller_pb2_grpc.ControllerServiceStub(ch))
+            if _all_not_controller([r.error for r in results]):
+                raise NotControllerError(str(results[0].error))
+            return results
+
+        return await self._call(local, remote, retry=True)
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[TopicResult]:
+        request = create_topics_request_to_pb(topics, validate_only)
+
+        async def send(stub: controller_pb2_grpc.ControllerServiceAsyncStub) -> list[TopicResult]:
+            return create_topics_results_from_pb(await stub.CreateTopics(request, **self._opts()))
+
+        return await self._forward_topics(lambda c: c.create_topics(topics, validate_only), send)
+
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicResult]:
+        request = delete_topics_request_to_pb(names)
+
+        async def send(stub: controller_pb2_grpc.ControllerServiceAsyncStub) -> list[TopicResult]:
+            return delete_topics_results_from_pb(await stub.DeleteTopics(request, **self._opts()))
+
+        return await self._forward_topics(lambda c: c.delete_topics(names), send)
+
+    async def create_partitions(
+        self, requests: PartitionsToCreate, validate_only: bool = False
+    ) -> list[TopicResult]:
+        request = create_partitions_request_to_pb(requests, validate_only)
+
+        async def send(stub: controller_pb2_grpc.ControllerServiceAsyncStub) -> list[TopicResult]:
+            r = await stub.CreatePartitions(request, **self._opts())
+            return create_partitions_results_from_pb(r)
+
+        return await self._forward_topics(
+            lambda c: c.create_partitions(requests, validate_only), send
+        )
+
+    async def incremental_alter_configs(
+        self, resources: ConfigChanges, validate_only: bool = False
+    ) -> list[KafkaError | None]:
+        request = alter_configs_request_to_pb(resources, validate_only)
+
+        async def remote(ch: grpc.aio.Channel) -> list[KafkaError | None]:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            results = alter_configs_results_from_pb(
+                await stub.AlterConfigs(request, **self._opts())
+            )
+            if _all_not_controller(results):
+                raise NotControllerError(str(results[0]))
+            return results
+
+        return await self._call(
+            lambda c: c.incremental_alter_configs(resources, validate_only), remote, retry=True
+        )
+
+    async def describe_quorum(self) -> QuorumInfo:
+        async def local(c: ControllerService) -> QuorumInfo:
+            return c.describe_quorum()
+
+        async def remote(ch: grpc.aio.Channel) -> QuorumInfo:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            info = describe_quorum_from_pb(
+                await stub.DescribeQuorum(quorum_pb2.DescribeQuorumRequest(), **self._opts())
+            )
+            if isinstance(info, KafkaError):
+                raise info
+            return info
+
+        return await self._call(local, remote, retry=True)
