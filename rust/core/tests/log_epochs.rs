@@ -202,3 +202,51 @@ fn append_as_follower_keeps_offsets_and_epochs() {
         vec![(0, 5), (3, 5), (6, 7), (20, 8)]
     );
 }
+
+#[test]
+fn a_new_leader_marks_where_its_epoch_starts_before_writing() {
+    let f = fixture();
+    let mut log = open_new(&f.dir, config_with(|_| {}));
+    log.append_as_leader(&batch(0, 3), 1, NOW, false).unwrap();
+    // Elected at epoch 4 with nothing written yet: the epoch starts at the log end.
+    assert!(log.assign_epoch_start_offset(4, 3).unwrap());
+    assert!(!log.assign_epoch_start_offset(4, 3).unwrap());
+    assert!(!log.assign_epoch_start_offset(2, 3).unwrap());
+    // A follower that wrote epoch-2 records learns that epoch 1 ended at 3.
+    assert_eq!(
+        log.epoch_cache().end_offset_for(2, log.log_end_offset()),
+        (1, 3)
+    );
+    assert_eq!(
+        log.epoch_cache().end_offset_for(4, log.log_end_offset()),
+        (4, 3)
+    );
+    // The epoch's first batch keeps the entry.
+    log.append_as_leader(&batch(3, 2), 4, NOW, false).unwrap();
+    let e = |epoch, start_offset| EpochEntry {
+        epoch,
+        start_offset,
+    };
+    assert_eq!(log.epoch_cache().entries(), &[e(1, 0), e(4, 3)]);
+    // Not past the log end.
+    assert!(matches!(
+        log.assign_epoch_start_offset(5, 99),
+        Err(Error::InvalidRequest(_))
+    ));
+}
+
+#[test]
+fn truncating_at_the_log_end_drops_an_epoch_begun_there_without_records() {
+    let f = fixture();
+    let mut log = open_new(&f.dir, config_with(|_| {}));
+    log.append_as_leader(&batch(0, 3), 1, NOW, false).unwrap();
+    // Led epoch 2 briefly, wrote nothing, then followed a leader of epoch 3.
+    log.assign_epoch_start_offset(2, 3).unwrap();
+    assert!(!log.truncate_to(3, NOW).unwrap());
+    let e = |epoch, start_offset| EpochEntry {
+        epoch,
+        start_offset,
+    };
+    assert_eq!(log.epoch_cache().entries(), &[e(1, 0)]);
+    assert_eq!(log.log_end_offset(), 3);
+}

@@ -658,6 +658,16 @@ impl Log {
         self.with_gil(py, |l| Ok(l.epoch_cache().latest_epoch()))
     }
 
+    /// Mark where leader epoch `epoch` starts (a new leader, at its log end offset).
+    fn assign_epoch_start_offset(
+        &self,
+        py: Python<'_>,
+        epoch: i32,
+        start_offset: i64,
+    ) -> PyResult<bool> {
+        self.with(py, |l| l.assign_epoch_start_offset(epoch, start_offset))
+    }
+
     /// The end of `epoch`: Kafka's OffsetsForLeaderEpoch answer.
     fn end_offset_for_epoch(&self, py: Python<'_>, epoch: i32) -> PyResult<EpochEndOffset> {
         self.with_gil(py, |l| {

@@ -200,6 +200,8 @@ pub struct FetchedPartitionView {
     high_watermark: i64,
     last_stable_offset: i64,
     log_start_offset: i64,
+    /// (epoch, end offset) when a fetching follower's log diverged from the leader's.
+    diverging_epoch: Option<(i32, i64)>,
     records_start: usize,
     records_end: usize,
     next_offset: i64,
@@ -256,6 +258,7 @@ fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<FetchResponseV
                 high_watermark: p.high_watermark,
                 last_stable_offset: p.last_stable_offset,
                 log_start_offset: p.log_start_offset,
+                diverging_epoch: p.diverging_epoch,
                 records_start: p.record_batches.start,
                 records_end: p.record_batches.end,
                 next_offset: next_offset_after(&data[p.record_batches.clone()]).unwrap_or(-1),

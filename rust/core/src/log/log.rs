@@ -564,8 +564,22 @@ impl Log {
         Ok(None)
     }
 
-    /// Remove every offset >= `offset` (a follower whose log diverged). Returns whether
-    /// anything was removed.
+    /// Record that leader epoch `epoch` starts at `start_offset` before any of its batches
+    /// is written (Kafka's `maybeAssignEpochStartOffset`: a new leader marks where its epoch
+    /// begins, so a follower that diverged learns where to truncate). Ignored unless `epoch`
+    /// is newer than the latest; returns whether the cache changed.
+    pub fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> Result<bool> {
+        if start_offset > self.next_offset {
+            return Err(Error::InvalidRequest(format!(
+                "epoch {epoch} cannot start at {start_offset}, past the log end {}",
+                self.next_offset
+            )));
+        }
+        self.epoch_cache.assign(epoch, start_offset)
+    }
+
+    /// Remove every offset >= `offset` (a follower whose log diverged), and the epochs that
+    /// start there. Returns whether any record was removed.
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<bool> {
         if offset < 0 {
             return Err(Error::InvalidRequest(format!(
@@ -573,6 +587,9 @@ impl Log {
             )));
         }
         if offset >= self.next_offset {
+            // Nothing to cut, but an epoch this log began as leader at its end without
+            // writing to it conflicts with the new leader's: it goes (Kafka's truncateTo).
+            self.epoch_cache.truncate_from_end(self.next_offset)?;
             return Ok(false);
         }
         if offset < self.log_start_offset
