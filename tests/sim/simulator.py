@@ -286,6 +286,7 @@ class Simulation:
         self.drop_rate = self.options.drop_rate
         self.duplicate_rate = self.options.duplicate_rate
         self.faults_enabled = True
+        self.sentinel_count = 0  # liveness checks' entries, numbered across checks
         self.invariants = Invariants(self)
         # The recent past, printed when a run fails: log lines, and delivered messages kept
         # unformatted (formatting every message would double the cost of a run).
@@ -386,15 +387,23 @@ class Simulation:
         sn.raft.tick(self.now)
         self._after_input(sn)
 
-    def _crash(self, sn: SimNode, why: str, downtime_ms: tuple[int, int] | None = None) -> None:
+    def _crash(
+        self,
+        sn: SimNode,
+        why: str,
+        downtime_ms: tuple[int, int] | None = None,
+        *,
+        restart: bool = True,
+    ) -> None:
         sn.raft = None
         sn.incarnation += 1
         sn.crash_pending = False
         sn.tick_at = None
         sn.log.lose_unflushed()
         self.log(f"crash {sn.node_id} ({why}); durable log end {sn.log.end_offset}")
-        low, high = downtime_ms if downtime_ms is not None else self.options.crash_downtime_ms
-        self._push(self.now + self.rng.randint(low, high), "restart", sn.node_id)
+        if restart:
+            low, high = downtime_ms if downtime_ms is not None else self.options.crash_downtime_ms
+            self._push(self.now + self.rng.randint(low, high), "restart", sn.node_id)
 
     def _after_input(self, sn: SimNode) -> None:
         raft = sn.raft
@@ -529,6 +538,11 @@ class Simulation:
             2 * self.options.max_delay_ms
         )
         self.require_liveness(self.options.liveness_ms + transfer_ms)
+        # Then the leader dies for good: the rest of the voters, a majority, elect another
+        # (followers that time out one after another must not keep each other following it).
+        leader = self.leaders()[0]
+        self._crash(leader, "leader, for good", restart=False)
+        self.require_liveness(self.options.liveness_ms + transfer_ms)
 
     def heal(self) -> None:
         """End of faults: a clean network, every node up, no pending crash."""
@@ -553,12 +567,15 @@ class Simulation:
                 key = (sn.node_id, sn.raft.epoch)
                 if key not in proposed_in:
                     proposed_in.add(key)
-                    payload = f"sentinel-{len(sentinels)}".encode()
+                    self.sentinel_count += 1
+                    payload = f"sentinel-{self.sentinel_count}".encode()
                     sentinels.add(payload)
                     sn.raft.propose([payload], self.now)
                     self._after_input(sn)
             if sentinels and all(
-                any(e.payload in sentinels for e in sn.applied) for sn in self.nodes.values()
+                any(e.payload in sentinels for e in sn.applied)
+                for sn in self.nodes.values()
+                if sn.raft is not None
             ):
                 return
             self.run_until(self.now + 50)

@@ -139,6 +139,11 @@ class RaftDriver:
     def is_leader(self) -> bool:
         return self.node.is_leader
 
+    @property
+    def leader_ready(self) -> bool:
+        """See :attr:`RaftNode.leader_ready`."""
+        return self.node.leader_ready
+
     def propose(self, payloads: Sequence[bytes]) -> range:
         """Append on the leader; returns the offsets (not yet committed). The outputs are
         processed by the driver's loop right after the caller yields, so the caller can act
@@ -166,8 +171,7 @@ class RaftDriver:
         if old is not None:
             old.cancel()
         self._replies[key] = fut
-        self.node.step(request, self.clock())
-        self._process()
+        self._step(request)
         return await fut
 
     # -- outputs ---------------------------------------------------------------------------
@@ -203,6 +207,13 @@ class RaftDriver:
                     still.append((offset, fut))
             self._commit_waiters = still
         if out.leader_change is not None:
+            leader, epoch = out.leader_change
+            _log.info(
+                "metadata quorum: %s in epoch %d (this node: %s)",
+                "no leader" if leader is None else f"leader {leader}",
+                epoch,
+                type(self.node.state).__name__,
+            )
             if not self.node.is_leader:
                 for _, fut in self._commit_waiters:
                     if not fut.done():
@@ -216,5 +227,11 @@ class RaftDriver:
             timeout += m.max_wait_ms / 1000
         response = await self.transport.send(m, timeout)
         if response is not None:
-            self.node.step(response, self.clock())
-            self._process()
+            self._step(response)
+
+    def _step(self, message: Message) -> None:
+        """A message from a peer; it may set a new timer (a parked fetch's max wait, a fetch
+        timeout), so the loop, asleep towards its earlier deadline, recomputes it."""
+        self.node.step(message, self.clock())
+        self._process()
+        self._wake.set()

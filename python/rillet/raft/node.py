@@ -201,6 +201,17 @@ class RaftNode:
         return isinstance(self._quorum.state, LeaderState)
 
     @property
+    def leader_ready(self) -> bool:
+        """This node leads and has handed out (``poll``'s ``committed``) every entry up to
+        the start of its epoch: the state machine above has seen all that earlier leaders
+        committed, and may act as the leader (Kafka's KafkaRaftClient fires
+        ``handleLeaderChange`` to its listener only then). Before that, a new leader's
+        controller would decide on an image missing the entries of earlier epochs that are
+        still committing."""
+        state = self._quorum.state
+        return isinstance(state, LeaderState) and self._applied_next > state.epoch_start_offset
+
+    @property
     def high_watermark(self) -> int:
         return self._high_watermark
 
@@ -530,10 +541,25 @@ class RaftNode:
         for request in parked:
             self._send(self._error_fetch_response(request, Errors.NOT_LEADER_OR_FOLLOWER))
 
-    def _handle_leader_hint(self, epoch: int, leader_id: int | None, now_ms: int) -> None:
-        """Follow what a message says about the quorum (KIP-595: any response or request
-        carrying a newer epoch moves the receiver to it)."""
+    def _handle_leader_hint(
+        self, epoch: int, leader_id: int | None, now_ms: int, source_id: int
+    ) -> None:
+        """Follow what a message from ``source_id`` says about the quorum (KIP-595: any
+        response or request carrying a newer epoch moves the receiver to it)."""
         quorum = self._quorum
+        state = quorum.state
+        if (
+            isinstance(state, CandidateState)
+            and state.pre_vote
+            and epoch == quorum.epoch
+            and leader_id is not None
+            and leader_id == state.retained_leader_id
+            and source_id != leader_id
+        ):
+            # It stands because that leader went quiet. Another voter that still follows it
+            # is no news (KIP-996): going back to it would restart the fetch timeout, and two
+            # voters timing out in turn would send each other back for ever.
+            return
         known_leader = (
             leader_id is not None and leader_id != self.node_id and leader_id in quorum.voters
         )
@@ -598,7 +624,9 @@ class RaftNode:
         )
 
     def _handle_vote_response(self, response: VoteResponse, now_ms: int) -> None:
-        self._handle_leader_hint(response.leader_epoch, response.leader_id, now_ms)
+        self._handle_leader_hint(
+            response.leader_epoch, response.leader_id, now_ms, response.source_id
+        )
         state = self._quorum.state
         if not isinstance(state, CandidateState):
             return
@@ -619,7 +647,9 @@ class RaftNode:
         elif request.leader_id != request.source_id:
             error = Errors.INVALID_REQUEST
         else:
-            self._handle_leader_hint(request.leader_epoch, request.leader_id, now_ms)
+            self._handle_leader_hint(
+                request.leader_epoch, request.leader_id, now_ms, request.source_id
+            )
         self._send(
             BeginQuorumEpochResponse(
                 source_id=self.node_id,
@@ -633,7 +663,9 @@ class RaftNode:
     def _handle_begin_quorum_epoch_response(
         self, response: BeginQuorumEpochResponse, now_ms: int
     ) -> None:
-        self._handle_leader_hint(response.leader_epoch, response.leader_id, now_ms)
+        self._handle_leader_hint(
+            response.leader_epoch, response.leader_id, now_ms, response.source_id
+        )
         state = self._quorum.state
         if (
             isinstance(state, LeaderState)
@@ -677,7 +709,9 @@ class RaftNode:
     def _handle_end_quorum_epoch_response(
         self, response: EndQuorumEpochResponse, now_ms: int
     ) -> None:
-        self._handle_leader_hint(response.leader_epoch, response.leader_id, now_ms)
+        self._handle_leader_hint(
+            response.leader_epoch, response.leader_id, now_ms, response.source_id
+        )
         state = self._quorum.state
         if (
             isinstance(state, ResignedState)
@@ -792,7 +826,9 @@ class RaftNode:
         )
 
     def _handle_fetch_response(self, response: FetchResponse, now_ms: int) -> None:
-        self._handle_leader_hint(response.leader_epoch, response.leader_id, now_ms)
+        self._handle_leader_hint(
+            response.leader_epoch, response.leader_id, now_ms, response.source_id
+        )
         state = self._quorum.state
         if (
             not isinstance(state, FollowerState)

@@ -376,3 +376,16 @@ def test_an_observer_catches_up_but_is_never_a_candidate() -> None:
     observer.tick(100_000)
     assert observer.role in ("Unattached", "Follower")
     assert expire(observer) > 0
+
+
+def test_a_new_leader_is_ready_only_once_earlier_epochs_are_handed_out() -> None:
+    """The controller above may act as leader only after it has applied every entry of
+    earlier epochs: they commit with the leader's LeaderChange entry, not before."""
+    node = new_node(log=log_of(1, 1), store=MemoryQuorumStateStore(ElectionState(1, 2, None)))
+    now = elect(node)
+    node.poll()
+    assert node.is_leader and not node.leader_ready  # offsets 0-1 (epoch 1) not committed
+    fetch(node, 2, 3, node.epoch, now)  # voter 2 has everything, LeaderChange included
+    out = node.poll()
+    assert [e.offset for e in out.committed] == [0, 1, 2]
+    assert node.leader_ready

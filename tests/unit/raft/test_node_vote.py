@@ -343,9 +343,10 @@ def test_kip_996_the_leader_rejects_pre_votes() -> None:
 
 
 def test_kip_996_a_rejected_pre_candidate_follows_the_leader_it_learns_of() -> None:
-    node = new_node(2, store=MemoryQuorumStateStore(ElectionState(3, None, 3)), pre_vote=True)
-    node.tick(0)  # sends the first fetch
-    now = expire(node)  # the fetch timeout: stand (pre-vote)
+    # Knowing no leader of epoch 3, it stands (pre-vote) when its election timeout passes.
+    node = new_node(2, store=MemoryQuorumStateStore(ElectionState(3, None, None)), pre_vote=True)
+    node.tick(0)
+    now = expire(node)
     assert isinstance(node.state, CandidateState) and node.state.pre_vote
     node.step(
         VoteResponse(
@@ -403,3 +404,25 @@ def test_propose_on_a_follower_names_the_leader() -> None:
         node.propose([b"x"], 0)
     assert (info.value.leader_id, info.value.leader_epoch) == (3, 3)
     assert info.value.name == "NOT_LEADER_OR_FOLLOWER" and info.value.retriable
+
+
+def test_a_pre_vote_candidate_is_not_sent_back_to_the_leader_it_lost() -> None:
+    """Two followers of a dead leader time out in turn: each one's pre-vote is refused by the
+    other, which still follows that leader and says so. Going back to it would restart the
+    fetch timeout and the two would send each other back for ever (a livelock the cluster
+    benchmark found); only the leader itself can call the candidate back."""
+    node = new_node(2, pre_vote=True)
+    node.step(
+        BeginQuorumEpochRequest(source_id=1, destination_id=2, leader_id=1, leader_epoch=5), 0
+    )
+    now = expire(node)  # the fetch timeout passes: a pre-vote candidate
+    node.poll()
+    refusal = dict(destination_id=2, leader_epoch=5, vote_granted=False, candidate_epoch=6,
+                   pre_vote=True)  # fmt: skip
+    node.step(VoteResponse(source_id=3, leader_id=1, **refusal), now + 2)  # type: ignore[arg-type]
+    assert isinstance(node.state, CandidateState) and node.state.pre_vote
+    # The leader's own word still counts.
+    node.step(
+        BeginQuorumEpochRequest(source_id=1, destination_id=2, leader_id=1, leader_epoch=5), now + 3
+    )
+    assert isinstance(node.state, FollowerState) and node.state.leader_id == 1

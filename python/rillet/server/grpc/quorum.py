@@ -40,9 +40,11 @@ from rillet.raft.driver import RaftDriver
 from rillet.raft.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
+    Errors,
     FetchRequest,
     Message,
     VoteRequest,
+    VoteResponse,
 )
 from rillet.scheduler import Clock
 
@@ -209,7 +211,21 @@ class GrpcRaftTransport:
                     r.error_message,
                 )
             return None
-        return raft_response_from_pb(request, r)
+        response = raft_response_from_pb(request, r)
+        if (
+            isinstance(response, VoteResponse)
+            and response.error is Errors.INCONSISTENT_VOTER_SET
+            and request.destination_id not in self._refused_by
+        ):
+            self._refused_by.add(request.destination_id)
+            _log.error(
+                "voter %d at %s refuses this node's vote request: INCONSISTENT_VOTER_SET "
+                "(its controller.quorum.voters does not list this node as a voter; every node "
+                "needs the same voter list)",
+                request.destination_id,
+                self.peers[request.destination_id],
+            )
+        return response
 
     async def close(self) -> None:
         for ch in self._channels.values():
