@@ -279,7 +279,9 @@ class ClusterSimulation:
         if out.leader_change is not None and node_id in self.controllers:
             c = self.controllers[node_id]
             self.log(f"controller {node_id}: {raft.state!r}")
-            if not raft.is_leader:
+            if raft.is_leader:
+                c.controller.activate()
+            else:
                 c.controller.revert_to_committed()
                 for _, reply in c.pending:
                     self._reply(c, reply.destination_id, reply.call_id, NotControllerError(""))
@@ -323,7 +325,7 @@ class ClusterSimulation:
         self._send(LifecycleReply(c.node_id, to, call_id, result))
 
     def _handle_call(self, c: Controller, call: LifecycleCall) -> None:
-        if not c.raft.is_leader:
+        if not c.raft.leader_ready:
             self._reply(c, call.source_id, call.call_id, NotControllerError("not active"))
             return
         request = call.request
@@ -354,10 +356,16 @@ class ClusterSimulation:
         self._write(c, result, LifecycleReply(c.node_id, call.source_id, call.call_id, response))
 
     def _fence_check(self, c: Controller) -> None:
-        if c.raft.is_leader:
+        if c.raft.leader_ready:
             records = c.controller.fence_stale_brokers(self.now)
             if records:
                 self.log(f"controller {c.node_id} fences: {records}")
+                self._write(c, ControllerResult(records, None), None)
+            # Automatic preferred leader election, at every check: leadership moves back
+            # while clients produce, not only when brokers fail.
+            records = c.controller.balance_partition_leaders()
+            if records:
+                self.log(f"controller {c.node_id} rebalances: {records}")
                 self._write(c, ControllerResult(records, None), None)
         self._push(self.now + self.options.heartbeat_interval_ms, "fence-check", c.node_id)
 
@@ -456,7 +464,7 @@ class ClusterSimulation:
 
     def active_controller(self) -> Controller | None:
         for c in self.controllers.values():
-            if c.raft.is_leader:
+            if c.raft.leader_ready:
                 return c
         return None
 

@@ -14,6 +14,7 @@ partitions, configs, auto topic creation) go to the active controller through th
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -26,13 +27,19 @@ from rillet.broker.replica_manager import (
     ReplicaManager,
 )
 from rillet.config import BrokerConfig, config_value_to_string, resolve_topic_config
-from rillet.controller import AlterConfigOp, CreatableTopic, TopicResult
+from rillet.controller import (
+    AlterConfigOp,
+    CreatableTopic,
+    ElectionResults,
+    ElectionType,
+    TopicResult,
+)
 from rillet.errors import (
-    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
     LeaderNotAvailableError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from rillet.metadata.image import MetadataImage, TopicImage
@@ -266,41 +273,34 @@ class BrokerApis:
         except KafkaError as e:
             return e
 
+    async def handle_elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: Sequence[tuple[str, int]] | None,
+        timeout_ms: int = 0,
+    ) -> ElectionResults | KafkaError:
+        """ElectLeaders, forwarded to the active controller; answered once the new leaders
+        are committed, or REQUEST_TIMED_OUT after ``timeout_ms`` (0: 30000 ms)."""
+        timeout_s = (timeout_ms if timeout_ms > 0 else 30_000) / 1000
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self.channel.elect_leaders(election_type, partitions)
+        except TimeoutError:
+            return RequestTimedOutError(
+                f"The elections were not committed within {timeout_s * 1000:.0f} ms."
+            )
+        except KafkaError as e:
+            return e
+
     # -- topics and partitions (forwarded to the controller) --------------------------------
 
     async def handle_create_topics(
         self, topics: Sequence[CreatableTopic], validate_only: bool
     ) -> list[TopicResult]:
-        refused = [self._unreplicable(t) for t in topics]
-        wanted = [t for t, e in zip(topics, refused, strict=True) if e is None]
         try:
-            created = await self.channel.create_topics(wanted, validate_only) if wanted else []
+            return await self.channel.create_topics(topics, validate_only)
         except KafkaError as e:
-            created = [TopicResult(t.name, e) for t in wanted]
-        answers = iter(created)
-        return [
-            TopicResult(t.name, e) if e is not None else next(answers)
-            for t, e in zip(topics, refused, strict=True)
-        ]
-
-    def _unreplicable(self, topic: CreatableTopic) -> KafkaError | None:
-        """Until brokers replicate partitions to each other, a topic with more than one
-        replica per partition is refused in a cluster of several brokers (one broker refuses
-        it anyway, in the controller's words): its followers would never hold its data."""
-        if len(self.image().brokers) <= 1:
-            return None
-        rf = topic.replication_factor
-        if rf == -1:
-            rf = self.config.default_replication_factor
-        if topic.assignment:
-            rf = max(len(r) for r in topic.assignment.values())
-        if rf <= 1:
-            return None
-        return InvalidReplicationFactorError(
-            f"Replication factor {rf} is not supported yet: brokers do not replicate "
-            "partitions to each other in this version, so every partition has one replica "
-            "(replication.factor=1)."
-        )
+            return [TopicResult(t.name, e) for t in topics]
 
     async def handle_delete_topics(
         self, names: Sequence[str], topic_ids: Sequence[bytes]

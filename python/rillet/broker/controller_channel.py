@@ -20,6 +20,8 @@ from rillet.controller import (
     AlterPartitionResult,
     AlterPartitionState,
     CreatableTopic,
+    ElectionResults,
+    ElectionType,
     HeartbeatResult,
     TopicResult,
 )
@@ -64,6 +66,12 @@ class ControllerChannel(Protocol):
     async def incremental_alter_configs(
         self, resources: ConfigChanges, validate_only: bool = False
     ) -> list[KafkaError | None]: ...
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None
+    ) -> ElectionResults:
+        """ElectLeaders; ``None`` means every partition."""
+        ...
 
     async def describe_quorum(self) -> QuorumInfo:
         """The metadata quorum as its leader sees it."""
@@ -112,6 +120,11 @@ class InProcessControllerChannel:
         self, resources: ConfigChanges, validate_only: bool = False
     ) -> list[KafkaError | None]:
         return await self.service.incremental_alter_configs(resources, validate_only)
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None
+    ) -> ElectionResults:
+        return await self.service.elect_leaders(election_type, partitions)
 
     async def describe_quorum(self) -> QuorumInfo:
         return self.service.describe_quorum()

@@ -86,6 +86,11 @@ class BrokerLifecycle:
     def is_registered(self) -> bool:
         return self.broker_epoch >= 0
 
+    @property
+    def is_shut_down(self) -> bool:
+        """The controller released this broker (or it never registered)."""
+        return self.state == BrokerState.SHUTTING_DOWN
+
     def next_deadline_ms(self) -> int | None:
         """When :meth:`poll` next has a request to hand out (None while one is in flight or
         the broker is shutting down)."""
@@ -247,6 +252,15 @@ class BrokerLifecycleManager:
         life = self.lifecycle
         life.abandon_in_flight(self.clock())
         life.begin_controlled_shutdown(self.clock())
-        if life.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._step(), timeout_s)
+        if life.state != BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._step(), timeout_s)
+        if life.is_shut_down:
+            _log.info("controlled shutdown complete: the controller moved its leadership away")
+        else:
+            _log.warning(
+                "controlled shutdown did not complete within %s s; shutting down anyway "
+                "(the controller fences this broker when its session expires)",
+                timeout_s,
+            )

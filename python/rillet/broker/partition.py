@@ -4,7 +4,13 @@ The leader tracks every follower's log end offset (learned from its fetches) and
 was last caught up; the high watermark is the smallest log end offset over the in-sync
 replicas (the leader included), and only moves forward. Consumers read below the high
 watermark; followers read up to the log end. ISR changes are not made here: the leader asks
-the controller (``alter_isr``) and applies the result when it arrives in the metadata log.
+the controller (``alter_isr``), one change at a time, and applies the answer (or the
+metadata log's record, whichever comes first).
+
+While a change is in flight the high watermark is computed over the *maximal* ISR, the
+committed one plus any replica the change adds (KIP-497): the controller may already have
+committed the addition and may then elect that replica, so nothing it lacks may be
+acknowledged meanwhile. A shrink counts the replicas it drops until it is committed.
 
 Thread safety: owned by the broker's event loop; the Log underneath is thread safe.
 """
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 
 from rillet import errors
 from rillet._core import FetchDataInfo, Log, LogAppendInfo
+from rillet.controller import AlterPartitionResult
 from rillet.metadata.image import PartitionRegistration
 from rillet.metadata.records import NO_LEADER
 from rillet.types import TopicPartition
@@ -56,7 +63,7 @@ class Partition:
         *,
         topic_id: uuid.UUID = NO_TOPIC_ID,
         min_insync_replicas: int = 1,
-        alter_isr: Callable[[TopicPartition, tuple[int, ...]], None] | None = None,
+        alter_isr: Callable[[TopicPartition, tuple[int, ...]], bool] | None = None,
         high_watermark: int = 0,
     ) -> None:
         self.tp = tp
@@ -70,9 +77,14 @@ class Partition:
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
+        # The ISR this leader asked the controller for and has no answer to yet.
+        self.pending_isr: tuple[int, ...] | None = None
         # As checkpointed, never past the log end (the log may have been truncated since).
         self.high_watermark = min(high_watermark, log.log_end_offset)
         self.followers: dict[int, ReplicaState] = {}
+        # Where this broker's current leader epoch began (a follower below it has not
+        # truncated yet and cannot join the ISR).
+        self.leader_epoch_start_offset = 0
 
     @property
     def is_leader(self) -> bool:
@@ -80,28 +92,45 @@ class Partition:
 
     # -- role changes (from the metadata log) ----------------------------------------------
 
-    def apply_registration(self, reg: PartitionRegistration, now_ms: int) -> None:
-        """Become leader or follower as ``reg`` says; returns nothing, the caller completes
+    def apply_registration(self, reg: PartitionRegistration, now_ms: int) -> bool:
+        """Become leader or follower as ``reg`` says. Returns whether the leader or its
+        epoch changed (a follower then fetches from the new leader); the caller completes
         waiting requests afterwards."""
         was_leader = self.is_leader
+        new_leadership = (reg.leader, reg.leader_epoch) != (self.leader_id, self.leader_epoch)
+        if not new_leadership and reg.partition_epoch < self.partition_epoch:
+            return False  # older than the AlterPartition answer already applied
+        if new_leadership:
+            self.pending_isr = None
         self.leader_id = reg.leader
         self.leader_epoch = reg.leader_epoch
         self.partition_epoch = reg.partition_epoch
         self.replicas = reg.replicas
         self.isr = reg.isr
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         if self.is_leader:
-            if not was_leader:
-                # Followers' positions are unknown until they fetch from the new leader.
+            if new_leadership:
+                # The new epoch starts at the log end: a follower that diverged learns from
+                # it where to truncate (KIP-101). Followers' positions are unknown until
+                # they fetch from this leader; they count as caught up from now.
+                self.log.assign_epoch_start_offset(self.leader_epoch, self.log.log_end_offset)
+                self.leader_epoch_start_offset = self.log.log_end_offset
+                old = self.followers if was_leader else {}
                 self.followers = {
-                    r: ReplicaState(last_caught_up_ms=now_ms)
+                    r: old.get(r) or ReplicaState(last_caught_up_ms=now_ms)
                     for r in reg.replicas
                     if r != self.broker_id
                 }
-            self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+            else:
+                for r in reg.replicas:
+                    if r != self.broker_id and r not in self.followers:
+                        self.followers[r] = ReplicaState(last_caught_up_ms=now_ms)
+                for r in [r for r in self.followers if r not in reg.replicas]:
+                    del self.followers[r]
             self.maybe_increment_high_watermark()
         else:
             self.followers = {}
-            self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        return new_leadership
 
     # -- leader operations -----------------------------------------------------------------
 
@@ -138,8 +167,15 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR plus the replicas an ISR change in flight adds."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = the smallest log end offset over the ISR. Returns whether it moved."""
+        """HW = the smallest log end offset over the maximal ISR. Returns whether it moved."""
         if not self.is_leader:
             return False
         leo = self.log.log_end_offset
@@ -147,7 +183,7 @@ class Partition:
             [leo]
             + [
                 self.followers[r].log_end_offset
-                for r in self.isr
+                for r in self.maximal_isr
                 if r != self.broker_id and r in self.followers
             ]
         )
@@ -172,14 +208,38 @@ class Partition:
         if (
             replica_id not in self.isr
             and fetch_offset >= self.high_watermark
-            and self.alter_isr is not None
+            and fetch_offset >= self.leader_epoch_start_offset
         ):
-            self.alter_isr(self.tp, (*self.isr, replica_id))
+            self._propose_isr((*self.isr, replica_id))
+        return self.maybe_increment_high_watermark()
+
+    def _propose_isr(self, new_isr: tuple[int, ...]) -> None:
+        if (
+            self.pending_isr is None
+            and self.alter_isr is not None
+            and self.alter_isr(self.tp, new_isr)
+        ):
+            self.pending_isr = new_isr
+
+    def alter_isr_completed(self, new_isr: tuple[int, ...], result: AlterPartitionResult) -> bool:
+        """The controller's answer to the change that asked for ``new_isr``: on success the
+        registration it returns applies at once (the metadata log brings it again later).
+        Returns whether the high watermark moved."""
+        if self.pending_isr != new_isr:
+            return False  # leadership moved on since
+        self.pending_isr = None
+        if (
+            result.error is None
+            and result.leader_epoch == self.leader_epoch
+            and result.partition_epoch > self.partition_epoch
+        ):
+            self.isr = result.isr
+            self.partition_epoch = result.partition_epoch
         return self.maybe_increment_high_watermark()
 
     def maybe_shrink_isr(self, now_ms: int, replica_lag_time_max_ms: int) -> None:
         """Ask the controller to drop followers not caught up within the lag time."""
-        if not self.is_leader or self.alter_isr is None:
+        if not self.is_leader or self.pending_isr is not None:
             return
         lagging = [
             r
@@ -189,7 +249,74 @@ class Partition:
             > replica_lag_time_max_ms
         ]
         if lagging:
-            self.alter_isr(self.tp, tuple(r for r in self.isr if r not in lagging))
+            self._propose_isr(tuple(r for r in self.isr if r not in lagging))
+
+    def check_enough_replicas_reach_offset(self, end_offset: int, leader_epoch: int) -> bool:
+        """Whether an ``acks=all`` append that ended at ``end_offset`` in ``leader_epoch``
+        is finished (Kafka's checkEnoughReplicasReachOffset). Raises when it failed: this
+        broker stopped leading that epoch (NOT_LEADER_OR_FOLLOWER; the records may yet be
+        truncated), or the ISR fell below min.insync.replicas before they were replicated
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            raise errors.NotLeaderOrFollowerError(
+                f"Leadership of {self.tp} moved (now leader {self.leader_id} in epoch "
+                f"{self.leader_epoch}) before the records were replicated."
+            )
+        if self.high_watermark < end_offset:
+            return False
+        if len(self.isr) < self.min_insync_replicas:
+            raise errors.NotEnoughReplicasAfterAppendError(
+                f"The size of the current ISR {list(self.isr)} is insufficient to satisfy "
+                f"the min.isr requirement of {self.min_insync_replicas} for partition "
+                f"{self.tp}; the records were written but are not acknowledged"
+            )
+        return True
+
+    # -- follower operations ---------------------------------------------------------------
+
+    def append_records_to_follower(
+        self,
+        records: bytes | memoryview,
+        leader_high_watermark: int,
+        leader_log_start_offset: int,
+    ) -> LogAppendInfo | None:
+        """Write what the leader sent (keeping its offsets and epochs) and follow its high
+        watermark and log start, never past this log's end."""
+        info = self.log.append_as_follower(records) if len(records) else None
+        leo = self.log.log_end_offset
+        self.high_watermark = max(min(leader_high_watermark, leo), 0)
+        if leader_log_start_offset > self.log.log_start_offset:
+            self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, leo))
+        return info
+
+    def truncate_on_divergence(self, leader_epoch: int, leader_end_offset: int) -> int:
+        """The leader says this log diverged after ``leader_epoch`` ended at
+        ``leader_end_offset`` (KIP-320's diverging epoch, the fetch-time form of KIP-279's
+        OffsetsForLeaderEpoch). Truncate to where this log's matching epoch ends, never by
+        the high watermark alone; if this log has no such epoch, to the end of the largest
+        older one, and the next fetch finds out more. Returns the new log end offset."""
+        log = self.log
+        leo = log.log_end_offset
+        if leader_end_offset < 0:
+            # The leader knows no epoch this old: nothing is known to match above the HW.
+            target = min(self.high_watermark, leo)
+        else:
+            local = log.end_offset_for_epoch(leader_epoch)
+            if local.end_offset < 0:
+                target = min(leader_end_offset, leo)
+            else:
+                target = min(local.end_offset, leader_end_offset, leo)
+        # Even at the log end: an epoch this broker began as leader without writing to it
+        # conflicts with the new leader's and goes (as in Kafka's truncateTo).
+        log.truncate_to(target)
+        self.high_watermark = min(self.high_watermark, log.log_end_offset)
+        return log.log_end_offset
+
+    def reset_to_leader_log_start(self, leader_log_start_offset: int) -> None:
+        """This log ends before the leader's starts (the leader deleted what it would
+        fetch): start over, empty, at the leader's log start."""
+        self.log.truncate_fully_and_start_at(leader_log_start_offset)
+        self.high_watermark = leader_log_start_offset
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -25,7 +25,8 @@ from rillet._core import FetchDataInfo
 from rillet.broker.alter_partition import AlterPartitionManager
 from rillet.broker.partition import NO_TOPIC_ID, Partition
 from rillet.broker.purgatory import Purgatory
-from rillet.controller import AlterPartitionState
+from rillet.broker.replica_fetcher import ReplicaFetcherManager
+from rillet.controller import AlterPartitionResult, AlterPartitionState
 from rillet.errors import KafkaError
 from rillet.metadata.image import MetadataImage, PartitionChange
 from rillet.scheduler import Clock, Scheduler
@@ -92,11 +93,13 @@ class ReplicaManager:
         log_manager: LogManager,
         clock: Clock,
         alter_partition: AlterPartitionManager | None = None,
+        fetchers: ReplicaFetcherManager | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.clock = clock
         self.alter_partition = alter_partition
+        self.fetchers = fetchers
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
@@ -109,10 +112,15 @@ class ReplicaManager:
         """Act on a metadata delta: create logs for new replicas here, change roles, delete
         logs of partitions that left this broker."""
         now = self.clock()
+        follow: dict[TopicPartition, tuple[int, int]] = {}
+        unfollow: list[TopicPartition] = []
+        changed: list[TopicPartition] = []
         for change in changes:
             tp = TopicPartition(change.topic, change.partition)
             after = change.after
             if after is None or self.broker_id not in after.replicas:
+                if self.fetchers is not None:
+                    self.fetchers.remove_partitions([tp])
                 self._remove(tp)
                 continue
             p = self.partitions.get(tp)
@@ -131,18 +139,43 @@ class ReplicaManager:
                     high_watermark=self.log_manager.checkpointed_high_watermark(*tp),
                 )
                 self.partitions[tp] = p
-            p.apply_registration(after, now)
+            new_leadership = p.apply_registration(after, now)
+            if p.is_leader or not after.has_leader:
+                unfollow.append(tp)
+            elif new_leadership or (
+                self.fetchers is not None and not self.fetchers.is_following(tp)
+            ):
+                follow[tp] = (after.leader, after.leader_epoch)
+            changed.append(tp)
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions(unfollow)
+            self.fetchers.add_partitions(follow)
+        for tp in changed:
             self._changed(tp)
 
-    def _alter_isr(self, tp: TopicPartition, new_isr: tuple[int, ...]) -> None:
+    def _alter_isr(self, tp: TopicPartition, new_isr: tuple[int, ...]) -> bool:
         p = self.partitions.get(tp)
         if p is None or self.alter_partition is None:
-            return
-        self.alter_partition.submit(
+            return False
+        leader_epoch = p.leader_epoch
+
+        def still_wanted() -> bool:
+            return (
+                self.partitions.get(tp) is p
+                and p.is_leader
+                and p.leader_epoch == leader_epoch
+                and p.pending_isr == new_isr
+            )
+
+        def on_done(result: AlterPartitionResult) -> None:
+            if self.partitions.get(tp) is p and p.alter_isr_completed(new_isr, result):
+                self._changed(tp)
+
+        return self.alter_partition.submit(
             tp,
-            AlterPartitionState(
-                p.topic_id, tp.partition, p.leader_epoch, p.partition_epoch, new_isr
-            ),
+            AlterPartitionState(p.topic_id, tp.partition, leader_epoch, p.partition_epoch, new_isr),
+            on_done,
+            still_wanted,
         )
 
     def _remove(self, tp: TopicPartition) -> None:
@@ -178,7 +211,9 @@ class ReplicaManager:
             err = errors.InvalidRequiredAcksError(f"Invalid required acks value {required_acks}.")
             return {tp: ProducedPartition(err) for tp in entries}
         results: dict[TopicPartition, ProducedPartition] = {}
-        waiting: dict[TopicPartition, int] = {}
+        # acks=all appends still waiting: the offset after each one's last record, and the
+        # leader epoch it was written in.
+        waiting: dict[TopicPartition, tuple[int, int]] = {}
         for tp, records in entries.items():
             try:
                 p = self._leader(tp)
@@ -192,16 +227,28 @@ class ReplicaManager:
             self.fetch_purgatory.check_and_complete(tp)
             self.produce_purgatory.check_and_complete(tp)
             if required_acks == -1:
-                waiting[tp] = info.last_offset + 1
+                waiting[tp] = (info.last_offset + 1, p.leader_epoch)
 
         if waiting:
+            failed: dict[TopicPartition, KafkaError] = {}
 
             def replicated() -> bool:
-                return all(self._replicated(tp, end) for tp, end in waiting.items())
+                done = True
+                for tp, (end, epoch) in waiting.items():
+                    if tp in failed:
+                        continue
+                    try:
+                        done &= self._replicated(tp, end, epoch)
+                    except KafkaError as e:
+                        failed[tp] = e
+                return done
 
             await self.produce_purgatory.wait(waiting, replicated, timeout_ms)
-            for tp, end in waiting.items():
-                if not self._replicated(tp, end):
+            replicated()
+            for tp, (end, epoch) in waiting.items():
+                if tp in failed:
+                    results[tp] = ProducedPartition(failed[tp])
+                elif not self._replicated(tp, end, epoch):
                     results[tp] = ProducedPartition(
                         errors.RequestTimedOutError(
                             f"{tp}: the in-sync replicas did not all get the records "
@@ -210,9 +257,11 @@ class ReplicaManager:
                     )
         return results
 
-    def _replicated(self, tp: TopicPartition, end_offset: int) -> bool:
+    def _replicated(self, tp: TopicPartition, end_offset: int, leader_epoch: int) -> bool:
         p = self.partitions.get(tp)
-        return p is None or not p.is_leader or p.high_watermark >= end_offset
+        if p is None:
+            raise errors.NotLeaderOrFollowerError(f"{tp} left this broker before it was replicated")
+        return p.check_enough_replicas_reach_offset(end_offset, leader_epoch)
 
     # -- fetch -----------------------------------------------------------------------------
 
@@ -227,7 +276,7 @@ class ReplicaManager:
     ) -> dict[TopicPartition, FetchedPartition]:
         """Read each partition (whole batches; the first partition with data gets at least
         one batch even past ``max_bytes``). Waits up to ``max_wait_ms`` for ``min_bytes``."""
-        results = self._read(requests, replica_id, max_bytes)
+        results = self.read(requests, replica_id, max_bytes)
 
         def enough() -> bool:
             nonlocal results
@@ -235,20 +284,23 @@ class ReplicaManager:
                 return True
             if sum(r.size for r in results.values()) >= min_bytes:
                 return True
-            results = self._read(requests, replica_id, max_bytes, record_follower=False)
+            results = self.read(requests, replica_id, max_bytes, record_follower=False)
             return sum(r.size for r in results.values()) >= min_bytes
 
         if max_wait_ms > 0 and not enough():
             await self.fetch_purgatory.wait(requests, enough, max_wait_ms)
         return results
 
-    def _read(
+    def read(
         self,
         requests: Mapping[TopicPartition, FetchPartition],
         replica_id: int,
         max_bytes: int,
         record_follower: bool = True,
     ) -> dict[TopicPartition, FetchedPartition]:
+        """One fetch's reads, now, without waiting (what :meth:`fetch` does before and while
+        it long-polls). A follower's fetch (``replica_id`` >= 0) records its position unless
+        ``record_follower`` is false."""
         now = self.clock()
         out: dict[TopicPartition, FetchedPartition] = {}
         budget = max_bytes
@@ -275,10 +327,12 @@ class ReplicaManager:
                     log_start_offset=p_any.log.log_start_offset if p_any else -1,
                 )
                 continue
+            # After a follower's fetch moved it: the follower learns the newest HW.
+            hw = p.high_watermark
             fetched = FetchedPartition(
                 None,
-                r.high_watermark,
-                r.high_watermark,
+                hw,
+                hw,
                 r.log_start_offset,
                 r.data,
                 r.diverging_epoch,
@@ -338,6 +392,11 @@ class ReplicaManager:
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    async def stop_fetchers(self) -> None:
+        """Stop following leaders (before the logs close)."""
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
 
     def shutdown(self) -> None:
         """Complete every waiting request, then checkpoint the high watermarks."""

@@ -6,6 +6,10 @@ import argparse
 import base64
 import uuid
 
+from rillet.client.admin import AdminClient
+from rillet.config import ConfigKey, load_properties, parse_value
+from rillet.errors import InvalidConfigurationError
+
 ZOOKEEPER_MESSAGE = (
     "--zookeeper is not supported: Rillet runs in KRaft mode and has no ZooKeeper. "
     "Use --bootstrap-server HOST:PORT instead."
@@ -47,3 +51,19 @@ def topic_id_string(topic_id: uuid.UUID | None) -> str:
     if topic_id is None:
         return "AAAAAAAAAAAAAAAAAAAAAA"
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+_ADMIN_CONFIG_TYPES = {"client.id": "string", "request.timeout.ms": "int"}
+
+
+def admin_client(bootstrap_server: str, config_file: str | None) -> AdminClient:
+    """An admin client for ``--bootstrap-server``, with the admin client configs of a
+    properties file (``--command-config`` / ``--admin.config``) when one is given."""
+    configs: dict[str, object] = {}
+    if config_file:
+        for k, v in load_properties(config_file).items():
+            if k not in _ADMIN_CONFIG_TYPES:
+                raise InvalidConfigurationError(f"Unknown admin config: {k}")
+            configs[k] = parse_value(ConfigKey(k, _ADMIN_CONFIG_TYPES[k], None, ""), v)
+    configs["bootstrap.servers"] = bootstrap_server
+    return AdminClient(configs)

@@ -32,15 +32,13 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from rillet.cli.common import add_bootstrap
+from rillet.cli.common import add_bootstrap, admin_client
 from rillet.client.admin import AdminClient, ConfigResource, ConfigResourceType
 from rillet.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
-    ConfigKey,
     config_value_to_string,
     load_properties,
-    parse_value,
 )
 from rillet.errors import InvalidConfigurationError, KafkaError
 from rillet.metadata.topic_names import validate_topic_name
@@ -270,15 +268,7 @@ def format_entry(name: str, value: str | None, synonyms: Sequence[Synonym]) -> s
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    configs: dict[str, object] = {}
-    if args.command_config:
-        types = {"client.id": "string", "request.timeout.ms": "int"}
-        for k, v in load_properties(args.command_config).items():
-            if k not in types:
-                raise InvalidConfigurationError(f"Unknown admin config: {k}")
-            configs[k] = parse_value(ConfigKey(k, types[k], None, ""), v)
-    configs["bootstrap.servers"] = args.bootstrap_server
-    return AdminClient(configs)
+    return admin_client(args.bootstrap_server, args.command_config)
 
 
 def run(args: argparse.Namespace) -> int:

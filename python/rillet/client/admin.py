@@ -11,10 +11,13 @@ import grpc
 
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
+from rillet.controller.elections import ElectionType
 from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
 from rillet.protocol import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc, quorum_pb2
+from rillet.protocol.controller import elect_leaders_request_to_pb, elect_leaders_results_from_pb
 from rillet.protocol.quorum import describe_quorum_from_pb
 from rillet.raft.node import QuorumInfo
+from rillet.types import TopicPartition
 
 __all__ = [
     "AdminClient",
@@ -25,6 +28,8 @@ __all__ = [
     "PartitionInfo",
     "TopicDescription",
 ]
+
+_FAIL_OVER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,10 @@ class AdminClient:
         )
 
     def _call(self, name: str, request: Any) -> Any:
-        """Send ``name`` to the current bootstrap server; one that cannot be reached is
-        dropped for the next one in ``bootstrap_servers`` (every broker answers admin
-        requests)."""
+        """Send ``name`` to the current bootstrap server; one that cannot be reached or
+        does not answer within ``request_timeout_ms`` (a paused broker) is dropped for the next
+        one in ``bootstrap_servers`` (every broker answers admin requests), as Kafka's admin
+        client retries a timed-out call on another node."""
         for _ in range(len(self._servers)):
             admin, metadata = self._stubs()
             method = getattr(admin, name, None) or getattr(metadata, name)
@@ -120,7 +126,7 @@ class AdminClient:
                 return method(request, timeout=self._timeout)
             except grpc.RpcError as e:
                 failed = self._servers[0]
-                if e.code() != grpc.StatusCode.UNAVAILABLE or len(self._servers) == 1:
+                if e.code() not in _FAIL_OVER or len(self._servers) == 1:
                     raise KafkaTimeoutError(f"request to {failed} failed: {e.code()}") from None
                 self._servers.append(self._servers.pop(0))
                 self.close()
@@ -254,6 +260,39 @@ class AdminClient:
         if isinstance(info, KafkaError):
             raise info
         return info
+
+    def perform_leader_election(
+        self,
+        election_type: int | str,
+        topic_partitions: Sequence[TopicPartition] | None = None,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Elect leaders (kafka-python's ``perform_leader_election``, Kafka's
+        ``electLeaders``): ``election_type`` 0 or "PREFERRED" elects each partition's
+        preferred replica, 1 or "UNCLEAN" gives a leaderless partition any live replica.
+        ``topic_partitions`` None means every partition; then those that need no election
+        are left out. Returns each partition's outcome (None: elected); an error for the
+        request as a whole is raised."""
+        if isinstance(election_type, str):
+            try:
+                kind = ElectionType[election_type.upper()]
+            except KeyError:
+                raise ValueError(f"unknown election type {election_type!r}") from None
+        else:
+            kind = ElectionType(election_type)
+        partitions = (
+            None
+            if topic_partitions is None
+            else [(tp.topic, tp.partition) for tp in topic_partitions]
+        )
+        results = elect_leaders_results_from_pb(
+            self._call(
+                "ElectLeaders", elect_leaders_request_to_pb(kind, partitions, timeout_ms or 0)
+            )
+        )
+        if isinstance(results, KafkaError):
+            raise results
+        return {TopicPartition(t, p): err for (t, p), err in results.items()}
 
     # -- configs ---------------------------------------------------------------------------
 

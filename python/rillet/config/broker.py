@@ -110,6 +110,11 @@ class BrokerConfig:
     replica_fetch_max_bytes = _Value[int]("replica.fetch.max.bytes")
     replica_fetch_wait_max_ms = _Value[int]("replica.fetch.wait.max.ms")
     unclean_leader_election_enable = _Value[bool]("unclean.leader.election.enable")
+    unclean_leader_election_interval_ms = _Value[int]("unclean.leader.election.interval.ms")
+    auto_leader_rebalance_enable = _Value[bool]("auto.leader.rebalance.enable")
+    broker_rack = _Value[str | None]("broker.rack")
+    leader_imbalance_check_interval_seconds = _Value[int]("leader.imbalance.check.interval.seconds")
+    leader_imbalance_per_broker_percentage = _Value[int]("leader.imbalance.per.broker.percentage")
     broker_session_timeout_ms = _Value[int]("broker.session.timeout.ms")
     broker_heartbeat_interval_ms = _Value[int]("broker.heartbeat.interval.ms")
     quorum_election_timeout_ms = _Value[int]("controller.quorum.election.timeout.ms")
@@ -133,8 +138,6 @@ class BrokerConfig:
     num_network_threads = _Value[int]("num.network.threads")
     num_io_threads = _Value[int]("num.io.threads")
     group_initial_rebalance_delay_ms = _Value[int]("group.initial.rebalance.delay.ms")
-    auto_leader_rebalance_enable = _Value[bool]("auto.leader.rebalance.enable")
-    leader_imbalance_check_interval_seconds = _Value[int]("leader.imbalance.check.interval.seconds")
     fetch_max_bytes = _Value[int]("fetch.max.bytes")
 
     # -- derived attributes, set by __init__ --------------------------------------------------

@@ -297,6 +297,13 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             "Tolerated leader imbalance",
             at_least(0),
         ),
+        _k(
+            "unclean.leader.election.interval.ms",
+            "long",
+            300_000,
+            "How often the controller retries unclean elections for leaderless partitions",
+            at_least(1),
+        ),
         _k("controlled.shutdown.enable", "boolean", True, "Move leaders away on shutdown"),
         # -- groups and offsets --------------------------------------------------------------
         _k(
@@ -397,14 +404,6 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
 # buffers) have no counterpart in Rillet and are not listed.
 INERT_KEYS: dict[str, str] = {
     **dict.fromkeys(
-        [
-            "auto.leader.rebalance.enable",
-            "leader.imbalance.check.interval.seconds",
-            "leader.imbalance.per.broker.percentage",
-        ],
-        "automatic leader rebalancing",
-    ),
-    **dict.fromkeys(
         [k for k in BROKER_CONFIGS if k.startswith(("group.", "offsets."))], "consumer groups"
     ),
     **dict.fromkeys(
@@ -415,14 +414,6 @@ INERT_KEYS: dict[str, str] = {
         ],
         "exactly-once delivery",
     ),
-    **dict.fromkeys(
-        [
-            *(k for k in BROKER_CONFIGS if k.startswith("replica.fetch.")),
-            "num.replica.fetchers",
-            "replica.socket.timeout.ms",
-        ],
-        "replication between brokers",
-    ),
     **dict.fromkeys([k for k in BROKER_CONFIGS if k.startswith("log.cleaner.")], "log compaction"),
     **dict.fromkeys(
         [
@@ -432,6 +423,5 @@ INERT_KEYS: dict[str, str] = {
         "metadata snapshots",
     ),
     "delete.topic.enable": "refusing topic deletion",
-    "broker.rack": "rack-aware placement",
     "controlled.shutdown.enable": "turning controlled shutdown off",
 }

@@ -5,6 +5,7 @@ into metadata records (:class:`QuorumController`, the dispatcher), one module pe
 
 from rillet.controller.cluster import HeartbeatResult
 from rillet.controller.configs import AlterConfigOp
+from rillet.controller.elections import ElectionResults, ElectionType
 from rillet.controller.isr import AlterPartitionResult, AlterPartitionState
 from rillet.controller.quorum_controller import ControllerConfig, QuorumController
 from rillet.controller.results import ControllerResult
@@ -17,6 +18,8 @@ __all__ = [
     "ControllerConfig",
     "ControllerResult",
     "CreatableTopic",
+    "ElectionResults",
+    "ElectionType",
     "HeartbeatResult",
     "QuorumController",
     "TopicResult",

@@ -46,6 +46,12 @@ class ClusterControl:
         self.unclean = unclean_leader_election
         self._last_heartbeat_ms: dict[int, int] = {}
 
+    def restart_sessions(self) -> None:
+        """This controller is becoming the active one: every broker's session starts at the
+        next check, as in Kafka (timestamps from an earlier term here would fence brokers
+        that have been heartbeating to another controller since)."""
+        self._last_heartbeat_ms.clear()
+
     def register_broker(
         self,
         image: MetadataImage,
@@ -62,7 +68,8 @@ class ClusterControl:
             existing is not None
             and existing.incarnation_id != incarnation_id
             and not existing.fenced
-            and now_ms - self._last_heartbeat_ms.get(broker_id, 0) < self.session_timeout_ms
+            and now_ms - self._last_heartbeat_ms.setdefault(broker_id, now_ms)
+            < self.session_timeout_ms
         ):
             raise errors.DuplicateBrokerRegistrationError(
                 f"Another broker is registered with id {broker_id}."
@@ -73,7 +80,7 @@ class ClusterControl:
             RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True)
         ]
         if existing is not None and not existing.fenced:
-            records.extend(leave_isrs(image, broker_id, unclean=self.unclean))
+            records.extend(leave_isrs(image, broker_id, static_unclean=self.unclean))
         return ControllerResult(records, epoch)
 
     def broker_heartbeat(
@@ -104,22 +111,26 @@ class ClusterControl:
             fenced = True
         elif b.fenced and caught_up and not want_fence and not want_shutdown:
             records.append(UnfenceBrokerRecord(broker_id, broker_epoch))
-            records.extend(elect_on_unfence(image, broker_id, unclean=self.unclean))
+            records.extend(elect_on_unfence(image, broker_id, static_unclean=self.unclean))
             fenced = False
         return ControllerResult(records, HeartbeatResult(caught_up, fenced, want_shutdown))
 
     def fence_stale_brokers(self, image: MetadataImage, now_ms: int) -> list[MetadataRecord]:
-        """Fence every unfenced broker whose session expired."""
+        """Fence every unfenced broker whose session expired. Each fencing is decided on the
+        image the ones before it leave: a partition never moves to a broker fenced in the
+        same pass."""
         records: list[MetadataRecord] = []
         for broker_id, b in sorted(image.brokers.items()):
             last = self._last_heartbeat_ms.setdefault(broker_id, now_ms)
             if not b.fenced and now_ms - last >= self.session_timeout_ms:
-                records.extend(self._fence(image, broker_id))
+                fenced = self._fence(image, broker_id)
+                records.extend(fenced)
+                image = image.replay(enumerate(fenced, image.offset + 1))
         return records
 
     def _fence(self, image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
         b = image.brokers[broker_id]
         return [
             FenceBrokerRecord(broker_id, b.broker_epoch),
-            *leave_isrs(image, broker_id, unclean=self.unclean),
+            *leave_isrs(image, broker_id, static_unclean=self.unclean),
         ]

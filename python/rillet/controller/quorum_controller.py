@@ -24,12 +24,18 @@ from dataclasses import dataclass, field
 from rillet.controller import cluster, configs, elections, isr, topics
 from rillet.controller.cluster import HeartbeatResult
 from rillet.controller.configs import AlterConfigOp
+from rillet.controller.elections import ElectionResults, ElectionType
 from rillet.controller.isr import AlterPartitionResult, AlterPartitionState
 from rillet.controller.results import ControllerResult
 from rillet.controller.topics import CreatableTopic, TopicDefaults, TopicResult
 from rillet.errors import KafkaError
 from rillet.metadata.image import MetadataImage
-from rillet.metadata.records import BrokerEndpoint, ConfigResourceType, MetadataRecord
+from rillet.metadata.records import (
+    BrokerEndpoint,
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+)
 
 __all__ = ["ControllerConfig", "QuorumController"]
 
@@ -40,6 +46,7 @@ class ControllerConfig:
     default_replication_factor: int = 1
     broker_session_timeout_ms: int = 9000
     unclean_leader_election: bool = False
+    leader_imbalance_per_broker_percentage: int = 10
     broker_config: Mapping[str, object] = field(default_factory=dict)
 
 
@@ -61,6 +68,7 @@ class QuorumController:
             config.default_replication_factor,
             config.broker_config,
         )
+        self._unclean = config.unclean_leader_election
         self._cluster = cluster.ClusterControl(
             config.broker_session_timeout_ms, config.unclean_leader_election
         )
@@ -79,6 +87,10 @@ class QuorumController:
         self.committed = self.committed.replay(records)
         if self.image.offset < self.committed.offset:
             self.image = self.committed
+
+    def activate(self) -> None:
+        """This node's quorum replica became the leader: brokers' sessions start afresh."""
+        self._cluster.restart_sessions()
 
     def revert_to_committed(self) -> None:
         """Leadership was lost: forget records that did not commit."""
@@ -109,9 +121,21 @@ class QuorumController:
         resources: Sequence[tuple[ConfigResourceType, str, Sequence[AlterConfigOp]]],
         validate_only: bool = False,
     ) -> ControllerResult[list[KafkaError | None]]:
-        return configs.incremental_alter_configs(
+        """Changed configs take effect with their records: turning
+        ``unclean.leader.election.enable`` on elects leaders for the leaderless partitions it
+        now covers, in the same batch."""
+        result = configs.incremental_alter_configs(
             self.image, self.config.broker_config, resources, validate_only
         )
+        if any(
+            isinstance(r, ConfigRecord) and r.name == elections.UNCLEAN_KEY for r in result.records
+        ):
+            after = self.image.replay(enumerate(result.records, self.image.offset + 1))
+            result = ControllerResult(
+                [*result.records, *elections.elect_unclean_leaders(after, self._unclean)],
+                result.response,
+            )
+        return result
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -155,12 +179,24 @@ class QuorumController:
 
     # -- leaders and ISRs ------------------------------------------------------------------
 
-    def elect_preferred_leaders(
-        self, partitions: Sequence[tuple[str, int]] | None = None
-    ) -> ControllerResult[dict[tuple[str, int], KafkaError | None]]:
-        """Move leadership to each partition's preferred (first) replica where it is alive and
-        in sync. ``None`` means every partition."""
-        return elections.elect_preferred_leaders(self.image, partitions)
+    def elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> ControllerResult[ElectionResults]:
+        """ElectLeaders (``rillet leader-election``); ``None`` means every partition."""
+        return elections.elect_leaders(self.image, election_type, partitions)
+
+    def elect_unclean_leaders(self) -> list[MetadataRecord]:
+        """Leaderless partitions of topics that allow unclean elections get a leader."""
+        return elections.elect_unclean_leaders(self.image, self._unclean)
+
+    def balance_partition_leaders(self) -> list[MetadataRecord]:
+        """Automatic preferred leader election for brokers over
+        ``leader.imbalance.per.broker.percentage``."""
+        return elections.balance_partition_leaders(
+            self.image, self.config.leader_imbalance_per_broker_percentage
+        )
 
     def alter_partition(
         self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]

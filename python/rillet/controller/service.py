@@ -29,6 +29,7 @@ from rillet.controller import (
     QuorumController,
     TopicResult,
 )
+from rillet.controller.elections import ElectionResults, ElectionType
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.errors import KafkaError, NotControllerError
 from rillet.metadata.records import ConfigResourceType, MetadataRecord
@@ -56,7 +57,7 @@ class ControllerService:
 
     @property
     def is_active(self) -> bool:
-        return self.driver is not None and self.driver.is_leader
+        return self.driver is not None and self.driver.leader_ready
 
     @property
     def controller_id(self) -> int | None:
@@ -64,7 +65,7 @@ class ControllerService:
         return self.leader.leader_id
 
     def _require_active(self) -> tuple[QuorumController, RaftDriver]:
-        if self.driver is None or not self.driver.is_leader:
+        if self.driver is None or not self.driver.leader_ready:
             raise NotControllerError(
                 f"This node is not the active controller (leader: {self.leader.leader_id})."
             )
@@ -117,15 +118,36 @@ class ControllerService:
     def fence_stale_brokers(self) -> None:
         """Fence brokers whose session expired (scheduled every heartbeat interval on every
         controller; only the active one acts). The write completes in the background."""
+        self._background(lambda c: c.fence_stale_brokers(self.clock()))
+
+    def balance_partition_leaders(self) -> None:
+        """Automatic preferred leader election (every
+        ``leader.imbalance.check.interval.seconds`` while ``auto.leader.rebalance.enable``)."""
+        self._background(lambda c: c.balance_partition_leaders())
+
+    def elect_unclean_leaders(self) -> None:
+        """Unclean elections for leaderless partitions whose topic allows them (every
+        ``unclean.leader.election.interval.ms``)."""
+        self._background(lambda c: c.elect_unclean_leaders())
+
+    def _background(self, op: Callable[[QuorumController], list[MetadataRecord]]) -> None:
+        """A periodic task: on the active controller only, write what ``op`` decides; the
+        write completes in the background (a failure is retried by the next period)."""
         if not self.is_active:
             return
-        records = self.controller.fence_stale_brokers(self.clock())
+        records = op(self.controller)
         if not records:
             return
         task = asyncio.get_running_loop().create_task(
             self._write(lambda _: ControllerResult(records, None))
         )
         task.add_done_callback(lambda t: t.exception())
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> ElectionResults:
+        """ElectLeaders; ``None`` means every partition."""
+        return await self._write(lambda c: c.elect_leaders(election_type, partitions))
 
     def describe_quorum(self) -> QuorumInfo:
         """The quorum as its leader sees it (``metadata-quorum describe``)."""
@@ -168,3 +190,5 @@ class ControllerService:
         self.leader = leader
         if not self.is_active:
             self.controller.revert_to_committed()
+        if self.driver is not None and leader.leader_id == self.driver.node.node_id:
+            self.controller.activate()

@@ -127,7 +127,7 @@ def _create_topic(
             raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
         if rf <= 0:
             raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
-        assignment = place_replicas(image.unfenced_brokers(), n, rf, rng)
+        assignment = place_replicas(image.unfenced_brokers(), n, rf, rng, racks=_racks(image))
     topic_id = uuid.UUID(int=rng.getrandbits(128), version=4)
     records: list[MetadataRecord] = [TopicRecord(t.name, topic_id)]
     for p, replicas in sorted(assignment.items()):
@@ -209,5 +209,12 @@ def _create_partitions(
         new = validate_assignment(assignment, sorted(image.brokers), current)
     else:
         rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-        new = place_replicas(image.unfenced_brokers(), count - current, rf, rng, current)
+        new = place_replicas(
+            image.unfenced_brokers(), count - current, rf, rng, current, _racks(image)
+        )
     return [_new_partition(image, topic.topic_id, p, r) for p, r in sorted(new.items())]
+
+
+def _racks(image: MetadataImage) -> dict[int, str | None]:
+    """Each registered broker's ``broker.rack``."""
+    return {b: reg.rack for b, reg in image.brokers.items()}

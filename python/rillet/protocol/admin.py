@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rillet.broker.apis import ClusterDescription, DescribedConfigs
-from rillet.controller import AlterConfigOp, CreatableTopic, TopicResult
+from rillet.controller import (
+    AlterConfigOp,
+    CreatableTopic,
+    ElectionResults,
+    ElectionType,
+    TopicResult,
+)
 from rillet.errors import InvalidRequestError, KafkaError
 from rillet.metadata.records import ConfigResourceType
 from rillet.protocol.errors import set_error
@@ -23,6 +29,8 @@ __all__ = [
     "describe_cluster_response",
     "describe_configs_request_from_pb",
     "describe_configs_response",
+    "elect_leaders_request_from_pb",
+    "elect_leaders_response",
 ]
 
 _OPS = {
@@ -187,6 +195,45 @@ def alter_configs_response(
     response = admin_pb2.AlterConfigsResponse()
     for res, err in zip(request.resources, results, strict=True):
         out = response.results.add(resource_type=res.resource_type, resource_name=res.resource_name)
+        if err is not None:
+            set_error(out, err)
+    return response
+
+
+# -- leader elections --------------------------------------------------------------------------
+
+
+def elect_leaders_request_from_pb(
+    request: admin_pb2.ElectLeadersRequest,
+) -> tuple[ElectionType, list[tuple[str, int]] | None]:
+    """The election type and the partitions (None: every partition). Raises
+    InvalidRequestError for an unknown type or a partition named twice."""
+    try:
+        election_type = ElectionType(request.election_type)
+    except ValueError:
+        raise InvalidRequestError(f"unknown election type {request.election_type}") from None
+    if request.all_partitions:
+        return election_type, None
+    partitions = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    seen: set[tuple[str, int]] = set()
+    for tp in partitions:
+        if tp in seen:
+            raise InvalidRequestError(f"partition {tp[0]}-{tp[1]} is named more than once")
+        seen.add(tp)
+    return election_type, partitions
+
+
+def elect_leaders_response(
+    result: ElectionResults | BaseException,
+) -> admin_pb2.ElectLeadersResponse:
+    """Per-partition outcomes sorted by topic and partition, or the error that refused the
+    whole request."""
+    response = admin_pb2.ElectLeadersResponse()
+    if isinstance(result, BaseException):
+        set_error(response, result)
+        return response
+    for (topic, partition), err in sorted(result.items()):
+        out = response.results.add(topic=topic, partition=partition)
         if err is not None:
             set_error(out, err)
     return response

@@ -14,6 +14,8 @@ from rillet.controller import (
     AlterPartitionResult,
     AlterPartitionState,
     CreatableTopic,
+    ElectionResults,
+    ElectionType,
     TopicResult,
 )
 from rillet.errors import KafkaError
@@ -34,6 +36,8 @@ __all__ = [
     "create_topics_results_from_pb",
     "delete_topics_request_to_pb",
     "delete_topics_results_from_pb",
+    "elect_leaders_request_to_pb",
+    "elect_leaders_results_from_pb",
 ]
 
 _OPS = {
@@ -222,3 +226,38 @@ def alter_partition_results_from_pb(
         )
         for p in response.partitions
     ]
+
+
+# -- ElectLeaders ------------------------------------------------------------------------------
+
+
+def elect_leaders_request_to_pb(
+    election_type: ElectionType,
+    partitions: Sequence[tuple[str, int]] | None,
+    timeout_ms: int = 0,
+) -> admin_pb2.ElectLeadersRequest:
+    """``partitions`` None asks for every partition."""
+    request = admin_pb2.ElectLeadersRequest(
+        election_type=admin_pb2.ElectionType.ValueType(int(election_type)),
+        all_partitions=partitions is None,
+        timeout_ms=timeout_ms,
+    )
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions or ():
+        by_topic.setdefault(topic, []).append(partition)
+    for topic, ps in by_topic.items():
+        request.topic_partitions.add(topic=topic, partitions=ps)
+    return request
+
+
+def elect_leaders_results_from_pb(
+    response: admin_pb2.ElectLeadersResponse,
+) -> ElectionResults | KafkaError:
+    """The per-partition outcomes, or the error that refused the whole request."""
+    err = error_from_wire(response.error_code, response.error_message)
+    if err is not None:
+        return err
+    return {
+        (r.topic, r.partition): error_from_wire(r.error_code, r.error_message)
+        for r in response.results
+    }

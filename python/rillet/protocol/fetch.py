@@ -11,9 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rillet._core import FetchResponsePartition, decode_batches, encode_fetch_response
+from rillet._core import (
+    FetchResponsePartition,
+    decode_batches,
+    decode_fetch_response,
+    encode_fetch_response,
+)
+from rillet.broker.replica_fetcher import LeaderFetchResult, ReplicaFetchRequest
 from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ListedOffset
-from rillet.protocol.errors import error_to_wire, set_error
+from rillet.errors import KafkaError
+from rillet.protocol.errors import error_from_wire, error_to_wire, set_error
 from rillet.protocol.gen.v1 import common_pb2, fetch_pb2
 from rillet.types import TopicPartition
 
@@ -25,6 +32,8 @@ __all__ = [
     "fetch_response_bytes",
     "list_offsets_request_from_pb",
     "list_offsets_response",
+    "replica_fetch_request_to_pb",
+    "replica_fetch_results_from_bytes",
     "structured_fetch_response",
     "structured_records",
 ]
@@ -90,6 +99,54 @@ def fetch_response_bytes(
             )
         )
     return encode_fetch_response(list(topics.items()))
+
+
+def replica_fetch_request_to_pb(request: ReplicaFetchRequest) -> fetch_pb2.FetchRequest:
+    """A follower's fetch (``replica_id`` and broker epoch set)."""
+    out = fetch_pb2.FetchRequest(
+        replica_id=request.replica_id,
+        replica_epoch=request.broker_epoch,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+    )
+    topics: dict[str, fetch_pb2.FetchRequest.Topic] = {}
+    for tp, p in request.partitions.items():
+        topic = topics.get(tp.topic)
+        if topic is None:
+            topic = topics[tp.topic] = out.topics.add(name=tp.topic)
+        part = topic.partitions.add(
+            partition=tp.partition,
+            fetch_offset=p.fetch_offset,
+            partition_max_bytes=p.max_bytes,
+            log_start_offset=p.log_start_offset,
+            current_leader_epoch=p.current_leader_epoch,
+        )
+        if p.last_fetched_epoch is not None:
+            part.last_fetched_epoch = p.last_fetched_epoch
+    return out
+
+
+def replica_fetch_results_from_bytes(
+    data: bytes,
+) -> dict[TopicPartition, LeaderFetchResult] | KafkaError:
+    """A FetchResponse's partitions as a follower uses them, their batches as views into
+    ``data``; or the response's own error. Malformed bytes raise CorruptRecordError."""
+    response = decode_fetch_response(data)
+    err = error_from_wire(response.error_code, response.error_message)
+    if err is not None:
+        return err
+    view = memoryview(data)
+    return {
+        TopicPartition(p.topic, p.partition): LeaderFetchResult(
+            error_from_wire(p.error_code, p.error_message),
+            p.high_watermark,
+            p.log_start_offset,
+            p.diverging_epoch,
+            view[p.records_start : p.records_end],
+        )
+        for p in response.partitions
+    }
 
 
 def structured_fetch_response(

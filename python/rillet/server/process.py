@@ -30,6 +30,7 @@ from rillet.broker.apis import BrokerApis
 from rillet.broker.controller_channel import ControllerChannel, InProcessControllerChannel
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerLifecycleManager
 from rillet.broker.metadata_publisher import MetadataPublisher
+from rillet.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from rillet.broker.replica_manager import ReplicaManager
 from rillet.config import BrokerConfig, Endpoint
 from rillet.controller import ControllerConfig, QuorumController
@@ -37,7 +38,7 @@ from rillet.controller.service import ControllerService
 from rillet.errors import KafkaStorageError
 from rillet.metadata.records import BrokerEndpoint
 from rillet.protocol.metadata_records import decode_entries
-from rillet.raft import Entry, RaftConfig, RaftNode
+from rillet.raft import Entry, LeaderAndEpoch, RaftConfig, RaftNode
 from rillet.raft.driver import RaftDriver
 from rillet.raft.metadata_log import MetadataLog
 from rillet.raft.quorum_state import FileQuorumStateStore
@@ -45,6 +46,7 @@ from rillet.scheduler import AsyncioScheduler, Clock, wall_clock_ms
 from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
 from rillet.server.grpc.quorum import GrpcRaftTransport
+from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_manager import LogManager
 
@@ -88,6 +90,9 @@ class RilletServer:
                     default_replication_factor=cfg.default_replication_factor,
                     broker_session_timeout_ms=cfg.broker_session_timeout_ms,
                     unclean_leader_election=cfg.unclean_leader_election_enable,
+                    leader_imbalance_per_broker_percentage=(
+                        cfg.leader_imbalance_per_broker_percentage
+                    ),
                     broker_config=cfg.topic_synonyms,
                 ),
                 self.rng,
@@ -148,7 +153,7 @@ class RilletServer:
             self.clock,
             GrpcRaftTransport(peers, self.cluster_id),
             self._on_commit,
-            self.controller.on_leader_change,
+            self._on_leader_change,
         )
         self.controller.attach(self.driver)
         await self._start_listeners(self.driver)
@@ -161,6 +166,17 @@ class RilletServer:
                 self.controller.fence_stale_brokers,
                 cfg.broker_heartbeat_interval_ms,
             )
+            if cfg.auto_leader_rebalance_enable:
+                self.scheduler.schedule(
+                    "auto-leader-rebalance",
+                    self.controller.balance_partition_leaders,
+                    cfg.leader_imbalance_check_interval_seconds * 1000,
+                )
+            self.scheduler.schedule(
+                "elect-unclean-leaders",
+                self.controller.elect_unclean_leaders,
+                cfg.unclean_leader_election_interval_ms,
+            )
 
     def _start_broker_storage(self) -> None:
         cfg = self.config
@@ -169,13 +185,33 @@ class RilletServer:
         )
         self.log_manager.startup()
         life = BrokerLifecycle(
-            cfg.node_id, uuid.uuid4(), cfg.broker_heartbeat_interval_ms, self.clock()
+            cfg.node_id,
+            uuid.uuid4(),
+            cfg.broker_heartbeat_interval_ms,
+            self.clock(),
+            rack=cfg.broker_rack,
         )
         self.alter_partition = AlterPartitionManager(
             cfg.node_id, self.channel, lambda: life.broker_epoch
         )
-        self.replicas = ReplicaManager(
-            cfg.node_id, self.log_manager, self.clock, self.alter_partition
+        fetchers = ReplicaFetcherManager(
+            cfg.node_id,
+            lambda tp: replicas.partitions.get(tp),
+            self._connect_to_broker,
+            lambda: life.broker_epoch,
+            self.clock,
+            FetcherConfig(
+                max_wait_ms=cfg["replica.fetch.wait.max.ms"],
+                min_bytes=cfg["replica.fetch.min.bytes"],
+                partition_max_bytes=cfg["replica.fetch.max.bytes"],
+                response_max_bytes=cfg["replica.fetch.response.max.bytes"],
+                backoff_ms=cfg["replica.fetch.backoff.ms"],
+                request_timeout_ms=cfg["replica.socket.timeout.ms"],
+                num_fetchers=cfg["num.replica.fetchers"],
+            ),
+        )
+        replicas = self.replicas = ReplicaManager(
+            cfg.node_id, self.log_manager, self.clock, self.alter_partition, fetchers
         )
         self.publisher = MetadataPublisher(self.replicas, self.log_manager)
         self.lifecycle = BrokerLifecycleManager(
@@ -229,6 +265,21 @@ class RilletServer:
             out.append(BrokerEndpoint(ep.listener_name, ep.host or "localhost", port, "PLAINTEXT"))
         return out
 
+    def _connect_to_broker(self, broker_id: int) -> GrpcReplicaFetchClient | None:
+        """A connection to ``broker_id``'s inter-broker listener, as its registration in the
+        metadata says (None while it has none there)."""
+        broker = self.publisher.image.brokers.get(broker_id)
+        listener = self.config.inter_broker_listener_name
+        ep = broker.endpoint(listener) if broker is not None and listener else None
+        if ep is None:
+            return None
+        return GrpcReplicaFetchClient(broker_id, f"{ep.host}:{ep.port}")
+
+    def _on_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self.controller.on_leader_change(leader)
+        if isinstance(self.channel, GrpcControllerChannel):
+            self.channel.leader_changed()
+
     def _on_commit(self, entries: Sequence[Entry]) -> None:
         records = decode_entries(entries)
         if records:
@@ -257,6 +308,8 @@ class RilletServer:
         if self.lifecycle is not None:
             await self.lifecycle.stop()
             self.lifecycle = None
+        if self.replicas is not None:
+            await self.replicas.stop_fetchers()
         await self.scheduler.shutdown()
         for listener in self.listeners:
             await listener.stop(1)

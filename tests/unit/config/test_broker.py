@@ -747,16 +747,13 @@ def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
         }
     )
     assert c.inert_settings() == [
-        "auto.leader.rebalance.enable",
         "group.initial.rebalance.delay.ms",
         "log.cleaner.threads",
-        "replica.fetch.max.bytes",
     ]
     assert c.inert_settings_warning() == (
-        "These settings are accepted but have no effect yet: auto.leader.rebalance.enable "
-        "(automatic leader rebalancing), group.initial.rebalance.delay.ms (consumer groups), "
-        "log.cleaner.threads (log compaction), replica.fetch.max.bytes (replication between "
-        "brokers)"
+        "These settings are accepted but have no effect yet: "
+        "group.initial.rebalance.delay.ms (consumer groups), "
+        "log.cleaner.threads (log compaction)"
     )
     # The embedded default sets a few itself; only what the user overrides is reported.
     embedded = BrokerConfig.embedded_default(tmp_path)

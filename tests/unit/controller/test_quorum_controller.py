@@ -18,8 +18,8 @@ from rillet.controller.placement import place_replicas, validate_assignment
 from rillet.metadata.records import (
     BrokerEndpoint,
     ConfigResourceType,
+    FenceBrokerRecord,
     MetadataRecord,
-    PartitionChangeRecord,
 )
 
 EP = (BrokerEndpoint("PLAINTEXT", "localhost", 9092),)
@@ -221,33 +221,6 @@ def test_duplicate_live_registration_is_refused() -> None:
         c.register_broker(1, uuid.UUID(int=1234), EP, None, now_ms=1)
 
 
-def test_preferred_leader_election() -> None:
-    c = cluster(2, broker_session_timeout_ms=1000)
-    commit(c, c.create_topics([CreatableTopic("t", 2, 2)]).records)
-    topic = c.image.topic("t")
-    assert topic is not None
-    res = c.elect_preferred_leaders()
-    assert all(isinstance(e, errors.ElectionNotNeededError) for e in res.response.values())
-    # Broker 1 misses its session: it loses leadership and leaves the ISRs.
-    c.broker_heartbeat(2, c.image.brokers[2].broker_epoch, now_ms=1500)
-    commit(c, c.fence_stale_brokers(now_ms=1600))
-    moved = [p for p, r in topic.partitions.items() if r.preferred_leader == 1]
-    assert moved and all(c.image.partition("t", p).leader == 2 for p in moved)  # type: ignore[union-attr]
-    epoch = c.register_broker(1, uuid.UUID(int=5), EP, None, now_ms=1700)
-    commit(c, epoch.records)
-    commit(c, c.broker_heartbeat(1, epoch.response, now_ms=1700).records)
-    # Not yet back in the ISR: the preferred leader is not available.
-    res = c.elect_preferred_leaders([("t", moved[0]), ("nope", 0)])
-    assert isinstance(res.response[("t", moved[0])], errors.PreferredLeaderNotAvailableError)
-    assert isinstance(res.response[("nope", 0)], errors.UnknownTopicOrPartitionError)
-    # The leaders add it back to the ISR (AlterPartition), then the election moves leadership.
-    commit(c, [PartitionChangeRecord(topic.topic_id, p, isr=(2, 1)) for p in moved])
-    res = c.elect_preferred_leaders([("t", p) for p in moved])
-    assert all(e is None for e in res.response.values())
-    commit(c, res.records)
-    assert all(c.image.partition("t", p).leader == 1 for p in moved)  # type: ignore[union-attr]
-
-
 def test_revert_to_committed_forgets_uncommitted_records() -> None:
     c = cluster(1)
     res = c.create_topics([CreatableTopic("t")])
@@ -255,3 +228,16 @@ def test_revert_to_committed_forgets_uncommitted_records() -> None:
     assert c.image.topic("t") is not None
     c.revert_to_committed()
     assert c.image.topic("t") is None
+
+
+def test_a_controller_active_again_starts_every_session_afresh() -> None:
+    """Heartbeats went to another controller meanwhile: this one's old timestamps must not
+    fence brokers the moment it leads again."""
+    c = cluster(3, broker_session_timeout_ms=1000)
+    for b in (1, 2, 3):
+        c.broker_heartbeat(b, c.image.brokers[b].broker_epoch, now_ms=1000)
+    c.activate()  # inactive from 1000 to 60000, then elected again
+    assert c.fence_stale_brokers(now_ms=60_000) == []
+    # From then on, sessions expire as usual.
+    records = c.fence_stale_brokers(now_ms=61_000)
+    assert {r.broker_id for r in records if isinstance(r, FenceBrokerRecord)} == {1, 2, 3}

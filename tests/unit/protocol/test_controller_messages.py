@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from rillet.controller import (
     AlterConfigOp,
     AlterPartitionResult,
     AlterPartitionState,
     CreatableTopic,
+    ElectionType,
     HeartbeatResult,
     TopicResult,
 )
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.errors import (
+    ElectionNotNeededError,
     FencedLeaderEpochError,
     InvalidConfigurationError,
+    InvalidRequestError,
     NotControllerError,
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
@@ -29,6 +34,8 @@ from rillet.protocol.admin import (
     create_topics_request_from_pb,
     create_topics_response,
     delete_topics_response,
+    elect_leaders_request_from_pb,
+    elect_leaders_response,
 )
 from rillet.protocol.controller import (
     alter_configs_request_to_pb,
@@ -44,7 +51,10 @@ from rillet.protocol.controller import (
     create_topics_results_from_pb,
     delete_topics_request_to_pb,
     delete_topics_results_from_pb,
+    elect_leaders_request_to_pb,
+    elect_leaders_results_from_pb,
 )
+from rillet.protocol.gen.v1 import admin_pb2
 from rillet.protocol.quorum import (
     broker_heartbeat_from_pb,
     broker_heartbeat_request_to_pb,
@@ -166,3 +176,45 @@ def test_describe_quorum_round_trip() -> None:
         describe_quorum_from_pb(describe_quorum_response(NotControllerError("n"))),
         NotControllerError,
     )
+
+
+# -- ElectLeaders ------------------------------------------------------------------------------
+
+
+def test_elect_leaders_requests_survive_the_trip() -> None:
+
+    named = [("a", 0), ("b", 2), ("a", 1)]
+    request = elect_leaders_request_to_pb(ElectionType.UNCLEAN, named, timeout_ms=500)
+    assert request.timeout_ms == 500
+    election_type, partitions = elect_leaders_request_from_pb(request)
+    assert election_type is ElectionType.UNCLEAN and sorted(partitions or []) == sorted(named)
+    every = elect_leaders_request_from_pb(elect_leaders_request_to_pb(ElectionType.PREFERRED, None))
+    assert every == (ElectionType.PREFERRED, None)
+    # An empty list is no partitions, not all of them.
+    assert elect_leaders_request_from_pb(
+        elect_leaders_request_to_pb(ElectionType.PREFERRED, [])
+    ) == (ElectionType.PREFERRED, [])
+
+
+def test_bad_elect_leaders_requests_are_refused() -> None:
+
+    twice = admin_pb2.ElectLeadersRequest()
+    twice.topic_partitions.add(topic="a", partitions=[0, 0])
+    with pytest.raises(InvalidRequestError, match="a-0 is named more than once"):
+        elect_leaders_request_from_pb(twice)
+    unknown = admin_pb2.ElectLeadersRequest()
+    unknown.election_type = 7  # type: ignore[assignment]
+    with pytest.raises(InvalidRequestError, match="unknown election type 7"):
+        elect_leaders_request_from_pb(unknown)
+
+
+def test_elect_leaders_results_survive_the_trip() -> None:
+
+    results = elect_leaders_results_from_pb(
+        elect_leaders_response({("a", 1): None, ("a", 0): ElectionNotNeededError("leads")})
+    )
+    assert isinstance(results, dict) and results[("a", 1)] is None
+    assert isinstance(results[("a", 0)], ElectionNotNeededError)
+    assert str(results[("a", 0)]).endswith("leads")
+    refused = elect_leaders_results_from_pb(elect_leaders_response(NotControllerError("no")))
+    assert isinstance(refused, NotControllerError)

@@ -667,6 +667,7 @@ SERVICES = {
         "DescribeConfigs",
         "AlterConfigs",
         "DescribeQuorum",
+        "ElectLeaders",
     ],
     "rillet.v1.ControllerService": [
         "AlterPartition",
@@ -674,6 +675,7 @@ SERVICES = {
         "DeleteTopics",
         "CreatePartitions",
         "AlterConfigs",
+        "ElectLeaders",
         "DescribeQuorum",
     ],
     "rillet.v1.QuorumService": [

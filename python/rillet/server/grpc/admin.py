@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from rillet.broker.apis import BrokerApis
+from rillet.errors import KafkaError
 from rillet.protocol.admin import (
     alter_configs_request_from_pb,
     alter_configs_response,
@@ -16,6 +17,8 @@ from rillet.protocol.admin import (
     describe_cluster_response,
     describe_configs_request_from_pb,
     describe_configs_response,
+    elect_leaders_request_from_pb,
+    elect_leaders_response,
 )
 from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, quorum_pb2
 from rillet.protocol.quorum import describe_quorum_response
@@ -78,3 +81,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             alter_configs_request_from_pb(request), request.validate_only
         )
         return alter_configs_response(request, results)
+
+    async def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: Context
+    ) -> admin_pb2.ElectLeadersResponse:
+        try:
+            election_type, partitions = elect_leaders_request_from_pb(request)
+        except KafkaError as e:
+            return elect_leaders_response(e)
+        return elect_leaders_response(
+            await self.apis.handle_elect_leaders(election_type, partitions, request.timeout_ms)
+        )

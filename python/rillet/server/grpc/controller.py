@@ -18,6 +18,8 @@ from rillet.protocol.admin import (
     create_topics_request_from_pb,
     create_topics_response,
     delete_topics_response,
+    elect_leaders_request_from_pb,
+    elect_leaders_response,
 )
 from rillet.protocol.controller import (
     alter_partition_request_from_pb,
@@ -100,6 +102,17 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         for (i, _), answer in zip(valid, answers, strict=True):
             results[i] = answer
         return alter_configs_response(request, results)
+
+    async def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: Context
+    ) -> admin_pb2.ElectLeadersResponse:
+        try:
+            election_type, partitions = elect_leaders_request_from_pb(request)
+            return elect_leaders_response(
+                await self.controller.elect_leaders(election_type, partitions)
+            )
+        except KafkaError as e:
+            return elect_leaders_response(e)
 
     async def DescribeQuorum(
         self, request: quorum_pb2.DescribeQuorumRequest, context: Context

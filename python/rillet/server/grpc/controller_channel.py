@@ -9,6 +9,11 @@ NOT_CONTROLLER or cannot be reached, a forwarded request (admin changes, AlterPa
 retried every ``retry_backoff_ms`` until ``retry_timeout_ms`` has passed; registration and
 heartbeats fail at once, since the broker's lifecycle retries them on its own schedule. In
 combined mode ``local`` is this node's controller, called directly while it is the active one.
+
+A call in flight to a controller that stops being the active one is abandoned as soon as the
+quorum names another (``leader_changed``), as Kafka's channel disconnects from the old
+controller: a controller that was paused would otherwise hold a broker's heartbeat for the
+whole request timeout, and the new controller would fence that live broker meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from rillet.controller import (
     AlterPartitionResult,
     AlterPartitionState,
     CreatableTopic,
+    ElectionResults,
+    ElectionType,
     HeartbeatResult,
     TopicResult,
 )
@@ -42,6 +49,8 @@ from rillet.protocol.controller import (
     create_topics_results_from_pb,
     delete_topics_request_to_pb,
     delete_topics_results_from_pb,
+    elect_leaders_request_to_pb,
+    elect_leaders_results_from_pb,
 )
 from rillet.protocol.errors import error_from_wire
 from rillet.protocol.gen.v1 import controller_pb2_grpc, quorum_pb2, quorum_pb2_grpc
@@ -91,6 +100,33 @@ class GrpcControllerChannel:
         self.retry_timeout_ms = retry_timeout_ms
         self.retry_backoff_s = retry_backoff_ms / 1000
         self._channels: dict[int, grpc.aio.Channel] = {}
+        self._change: asyncio.Future[None] | None = None
+
+    def leader_changed(self) -> None:
+        """The quorum's leader or epoch changed: calls in flight re-check their target."""
+        if self._change is not None and not self._change.done():
+            self._change.set_result(None)
+        self._change = None
+
+    async def _on_active(self, target: int, call: Awaitable[T]) -> T:
+        """Await ``call`` to controller ``target``, abandoning it (NOT_CONTROLLER) once the
+        quorum names another leader."""
+        task: asyncio.Future[T] = asyncio.ensure_future(call)
+        try:
+            while True:
+                if self._change is None:
+                    self._change = asyncio.get_running_loop().create_future()
+                change: asyncio.Future[Any] = self._change
+                await asyncio.wait({task, change}, return_when=asyncio.FIRST_COMPLETED)
+                if task.done():
+                    return task.result()
+                if self.leader() != target:
+                    raise NotControllerError(
+                        f"The active controller moved from {target} to {self.leader()}."
+                    )
+        finally:
+            if not task.done():
+                task.cancel()
 
     @property
     def controller_id(self) -> int | None:
@@ -131,7 +167,7 @@ class GrpcControllerChannel:
                     return await local(self.local)
                 target = self._target()
                 try:
-                    return await remote(self._channel(target))
+                    return await self._on_active(target, remote(self._channel(target)))
                 except grpc.RpcError as e:
                     code = e.code() if isinstance(e, grpc.aio.AioRpcError) else None
                     raise NotControllerError(
@@ -253,6 +289,24 @@ class GrpcControllerChannel:
 
         return await self._call(
             lambda c: c.incremental_alter_configs(resources, validate_only), remote, retry=True
+        )
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None
+    ) -> ElectionResults:
+        request = elect_leaders_request_to_pb(election_type, partitions)
+
+        async def remote(ch: grpc.aio.Channel) -> ElectionResults:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            results = elect_leaders_results_from_pb(
+                await stub.ElectLeaders(request, **self._opts())
+            )
+            if isinstance(results, KafkaError):
+                raise results
+            return results
+
+        return await self._call(
+            lambda c: c.elect_leaders(election_type, partitions), remote, retry=True
         )
 
     async def describe_quorum(self) -> QuorumInfo:

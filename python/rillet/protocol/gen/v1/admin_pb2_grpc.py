@@ -71,6 +71,11 @@ class AdminServiceStub:
                 request_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/rillet.v1.AdminService/ElectLeaders',
+                request_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -129,6 +134,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Elect partition leaders: each partition's preferred replica, or for a leaderless partition
+        any live replica even outside the ISR (KIP-460; what `rillet leader-election` sends).
+        Forwarded to the active controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -166,6 +180,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -358,6 +377,33 @@ class AdminService:
             '/rillet.v1.AdminService/DescribeQuorum',
             rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
             rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/ElectLeaders',
+            rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -62,6 +62,11 @@ class ControllerServiceStub:
                 request_serializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/rillet.v1.ControllerService/ElectLeaders',
+                request_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
         self.DescribeQuorum = channel.unary_unary(
                 '/rillet.v1.ControllerService/DescribeQuorum',
                 request_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
@@ -108,6 +113,13 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Elect partition leaders (the same messages as AdminService.ElectLeaders).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeQuorum(self, request, context):
         """The quorum's state as its leader sees it; NOT_CONTROLLER from any other node.
         """
@@ -142,6 +154,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.AlterConfigs,
                     request_deserializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_admin__pb2.AlterConfigsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
             'DescribeQuorum': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeQuorum,
@@ -285,6 +302,33 @@ class ControllerService:
             '/rillet.v1.ControllerService/AlterConfigs',
             rillet_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
             rillet_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.ControllerService/ElectLeaders',
+            rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
