@@ -6,11 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from rillet.client.admin import AdminClient
+from tests.support.netns import Network
 from tests.support.server_process import ServerProcess, free_port
 
 T = TypeVar("T")
@@ -28,17 +29,27 @@ class ClusterNode(ServerProcess):
     """One node of a cluster: ``roles`` is ``process.roles``; ``voters`` the shared
     ``controller.quorum.voters`` string (set by :class:`Cluster`)."""
 
-    def __init__(self, root: Path, node_id: int, roles: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        node_id: int,
+        roles: str,
+        *,
+        host: str = "127.0.0.1",
+        exec_prefix: Sequence[str] = (),
+    ) -> None:
         super().__init__(root / f"node{node_id}")
         self.node_id = node_id
         self.roles = roles
+        self.host = host
+        self.exec_prefix = list(exec_prefix)
         self.voters = ""
         self.extra: dict[str, str] = {}
         self.properties = root / f"node{node_id}.properties"
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def admin_client(self) -> AdminClient:
         return AdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000)
@@ -50,9 +61,9 @@ class ClusterNode(ServerProcess):
     def write_properties(self) -> None:
         listeners = []
         if "broker" in self.roles:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{self.port}")
+            listeners.append(f"PLAINTEXT://{self.host}:{self.port}")
         if self.is_controller:
-            listeners.append(f"CONTROLLER://127.0.0.1:{self.cport}")
+            listeners.append(f"CONTROLLER://{self.host}:{self.cport}")
         props = {
             "process.roles": self.roles,
             "node.id": str(self.node_id),
@@ -64,7 +75,7 @@ class ClusterNode(ServerProcess):
             **self.extra,
         }
         if "broker" in self.roles:
-            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+            props["advertised.listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def format(self, cluster_id: str) -> None:
@@ -86,7 +97,15 @@ class ClusterNode(ServerProcess):
         )
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "rillet.cli.main", "server", "start", str(self.properties)]
+        return [
+            *self.exec_prefix,
+            sys.executable,
+            "-m",
+            "rillet.cli.main",
+            "server",
+            "start",
+            str(self.properties),
+        ]
 
     @property
     def alive(self) -> bool:
@@ -97,12 +116,29 @@ class Cluster:
     """Nodes ``1..controllers`` are combined (broker and controller) voters unless
     ``brokers`` names broker-only nodes too."""
 
-    def __init__(self, root: Path, voters: int = 3, broker_only: Iterable[int] = ()) -> None:
-        self.nodes = {i: ClusterNode(root, i, "broker,controller") for i in range(1, voters + 1)}
-        for i in broker_only:
-            self.nodes[i] = ClusterNode(root, i, "broker")
+    def __init__(
+        self,
+        root: Path,
+        voters: int = 3,
+        broker_only: Iterable[int] = (),
+        *,
+        network: Network | None = None,
+    ) -> None:
+        roles = {i: "broker,controller" for i in range(1, voters + 1)}
+        roles.update({i: "broker" for i in broker_only})
+        self.network = network
+        self.nodes = {
+            i: ClusterNode(
+                root,
+                i,
+                r,
+                host=network.address(i) if network else "127.0.0.1",
+                exec_prefix=network.exec_prefix(i) if network else (),
+            )
+            for i, r in roles.items()
+        }
         voter_string = ",".join(
-            f"{n.node_id}@127.0.0.1:{n.cport}" for n in self.nodes.values() if n.is_controller
+            f"{n.node_id}@{n.host}:{n.cport}" for n in self.nodes.values() if n.is_controller
         )
         for n in self.nodes.values():
             n.voters = voter_string

@@ -101,6 +101,7 @@ class ReplicaManager:
         self.alter_partition = alter_partition
         self.fetchers = fetchers
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.image = MetadataImage()
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
 
@@ -111,6 +112,7 @@ class ReplicaManager:
     ) -> None:
         """Act on a metadata delta: create logs for new replicas here, change roles, delete
         logs of partitions that left this broker."""
+        self.image = image
         now = self.clock()
         follow: dict[TopicPartition, tuple[int, int]] = {}
         unfollow: list[TopicPartition] = []
@@ -157,6 +159,11 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None or self.alter_partition is None:
             return False
+        added = [r for r in new_isr if r not in p.isr]
+        if any(not self._eligible(r) for r in added):
+            # KIP-841: a fenced or unregistered broker cannot join; asking would only be
+            # refused (INELIGIBLE_REPLICA), again at each of its fetches.
+            return False
         leader_epoch = p.leader_epoch
 
         def still_wanted() -> bool:
@@ -177,6 +184,10 @@ class ReplicaManager:
             on_done,
             still_wanted,
         )
+
+    def _eligible(self, broker_id: int) -> bool:
+        b = self.image.brokers.get(broker_id)
+        return b is not None and not b.fenced
 
     def _remove(self, tp: TopicPartition) -> None:
         if self.partitions.pop(tp, None) is not None:

@@ -50,6 +50,14 @@ class Channel:
         raise StaleBrokerEpochError("a refusal is logged, not raised")
 
 
+def _live_brokers(*ids: int) -> list[RegisterBrokerRecord | UnfenceBrokerRecord]:
+    out: list[RegisterBrokerRecord | UnfenceBrokerRecord] = []
+    for i in ids:
+        endpoint = (BrokerEndpoint("PLAINTEXT", f"h{i}", 1),)
+        out += [RegisterBrokerRecord(i, uuid.UUID(int=i), i, endpoint), UnfenceBrokerRecord(i, i)]
+    return out
+
+
 @pytest.fixture
 def log_manager(tmp_path: Path) -> Iterator[LogManager]:
     lm = LogManager([tmp_path / "logs"])
@@ -63,11 +71,9 @@ async def test_a_caught_up_follower_is_asked_into_the_isr(log_manager: LogManage
     epoch = [-1]
     manager = AlterPartitionManager(1, channel, lambda: epoch[0])  # type: ignore[arg-type]
     rm = ReplicaManager(1, log_manager, lambda: 1_000, manager)
-    ep = (BrokerEndpoint("PLAINTEXT", "h", 1),)
     delta = MetadataDelta(MetadataImage())
     records = [
-        RegisterBrokerRecord(1, uuid.UUID(int=1), 1, ep),
-        UnfenceBrokerRecord(1, 1),
+        *_live_brokers(1, 2),
         TopicRecord("t", TID),
         PartitionRecord(TID, 0, (1, 2), (1,), 1),
     ]
@@ -145,8 +151,7 @@ async def _leader_of_three(
     rm = ReplicaManager(1, log_manager, lambda: 1_000, manager)
     delta = MetadataDelta(MetadataImage())
     records = [
-        RegisterBrokerRecord(1, uuid.UUID(int=1), 1, (BrokerEndpoint("PLAINTEXT", "h", 1),)),
-        UnfenceBrokerRecord(1, 1),
+        *_live_brokers(1, 2, 3),
         TopicRecord("t", TID),
         PartitionRecord(TID, 0, (1, 2, 3), (1, 2), 1),
     ]
@@ -216,5 +221,28 @@ async def test_a_change_without_an_answer_is_sent_again_until_one_comes(
             break
     assert [c.new_isr for c in channel.sent] == [(1, 2, 3), (1, 2, 3)]
     assert (p.isr, p.pending_isr) == ((1, 2, 3), None)
+    await manager.shutdown()
+    rm.shutdown()
+
+
+async def test_a_fenced_replica_is_not_asked_into_the_isr(log_manager: LogManager) -> None:
+    channel = ScriptedChannel()
+    manager = AlterPartitionManager(1, channel, lambda: 5)  # type: ignore[arg-type]
+    rm = ReplicaManager(1, log_manager, lambda: 1_000, manager)
+    delta = MetadataDelta(MetadataImage())
+    records = [
+        *_live_brokers(1),
+        RegisterBrokerRecord(2, uuid.UUID(int=2), 2, (BrokerEndpoint("PLAINTEXT", "h2", 1),)),
+        TopicRecord("t", TID),
+        PartitionRecord(TID, 0, (1, 2), (1,), 1),
+    ]
+    for i, r in enumerate(records):
+        delta.replay(i, r)
+    rm.apply_partition_changes(delta.partition_changes(), delta.apply())
+    await _append(rm)
+    await rm.fetch({TP: FetchPartition(1, 1 << 20)}, replica_id=2)
+    await _settle()
+    # Broker 2 is registered but fenced (KIP-841): nothing is sent, nothing is pending.
+    assert channel.sent == [] and rm.partitions[TP].pending_isr is None
     await manager.shutdown()
     rm.shutdown()

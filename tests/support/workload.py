@@ -1,0 +1,105 @@
+"""A workload for fault tests, and the check that follows it: an acks=all producer sending
+``<prefix>0``, ``<prefix>1``, ... and a consumer reading everything, each on its own thread.
+
+The check: every acknowledged record is in the log, in the order it was sent, and every
+record the consumer was given is still at the offset it was given at (nothing it read above
+a high watermark was later truncated). The producer is not idempotent, so a retried batch
+may appear twice; duplicates are allowed, losses and reordering are not.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from rillet import Consumer, Producer, TopicPartition
+from tests.support.cluster import eventually
+
+__all__ = ["Workload", "check_workload", "read_all"]
+
+
+class Workload:
+    def __init__(self, bootstrap: str, tp: TopicPartition, prefix: str) -> None:
+        self.tp = tp
+        self.prefix = prefix
+        self.acked: list[int] = []
+        self.consumed: dict[int, bytes] = {}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self.producer = Producer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            max_in_flight_requests_per_connection=1,
+            retry_backoff_ms=50,
+            request_timeout_ms=3000,
+            linger_ms=1,
+        )
+        self.consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+        self.consumer.assign([tp])
+        self._threads = [
+            threading.Thread(target=self._produce, daemon=True),
+            threading.Thread(target=self._consume, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _produce(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            for _ in range(20):
+                f = self.producer.send(
+                    self.tp.topic, f"{self.prefix}{i}".encode(), partition=self.tp.partition
+                )
+                f.add_callback(lambda _m, i=i: self.acked.append(i))
+                f.add_errback(lambda e: self.errors.append(repr(e)))
+                i += 1
+            self.producer.flush()
+
+    def _consume(self) -> None:
+        while not self._stop.is_set():
+            for records in self.consumer.poll(timeout_ms=200).values():
+                for r in records:
+                    self.consumed[r.offset] = r.value or b""
+
+    def wait_for_acks(self, more: int, timeout: float = 60) -> None:
+        mark = len(self.acked)
+        eventually(lambda: len(self.acked) >= mark + more or None, timeout=timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+        self.producer.close()
+        self.consumer.close()
+
+
+def read_all(bootstrap: str, tp: TopicPartition) -> list[tuple[int, bytes]]:
+    """Every record of ``tp`` up to its end offset, as (offset, value)."""
+    consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer.assign([tp])
+    end = consumer.end_offsets([tp])[tp]
+    out: list[tuple[int, bytes]] = []
+    try:
+        while not out or out[-1][0] < end - 1:
+            batch = consumer.poll(timeout_ms=10_000)
+            assert batch, f"read stopped at {out[-1][0] if out else -1} of {end}"
+            out += [(r.offset, r.value or b"") for rs in batch.values() for r in rs]
+    finally:
+        consumer.close()
+    return out
+
+
+def check_workload(bootstrap: str, *workloads: Workload) -> None:
+    """The check of the module docstring, for workloads on one partition."""
+    log = read_all(bootstrap, workloads[0].tp)
+    by_offset = dict(log)
+    first_at: dict[bytes, int] = {}
+    for offset, value in log:
+        first_at.setdefault(value, offset)
+    for w in workloads:
+        acked = [f"{w.prefix}{i}".encode() for i in sorted(set(w.acked))]
+        missing = [v for v in acked if v not in first_at]
+        assert not missing, f"{len(missing)} acknowledged records lost, first {missing[:5]}"
+        positions = [first_at[v] for v in acked]
+        assert positions == sorted(positions), f"acknowledged records of {w.prefix} out of order"
+        moved = {o: v for o, v in w.consumed.items() if by_offset.get(o) != v}
+        assert not moved, f"records a consumer read were later truncated or replaced: {moved}"
