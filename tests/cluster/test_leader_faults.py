@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import pytest
 
 from rillet import TopicPartition
-from rillet.client.admin import AdminClient, NewTopic, PartitionInfo
+from rillet.client.admin import PartitionInfo
 from tests.support.cluster import Cluster, eventually
-from tests.support.workload import Workload, check_workload
+from tests.support.workload import Workload, check_workload, fault_cluster
 
 KILLS = int(os.environ.get("RILLET_LEADER_KILLS", "20"))
 TP = TopicPartition("faults", 0)
@@ -29,34 +29,12 @@ TP = TopicPartition("faults", 0)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("faults"), voters=3)
-    for n in c.nodes.values():
-        n.extra.update(
-            {
-                "broker.session.timeout.ms": "1000",
-                "broker.heartbeat.interval.ms": "250",
-                "replica.lag.time.max.ms": "5000",
-                "replica.fetch.wait.max.ms": "100",
-                "replica.fetch.backoff.ms": "200",
-            }
-        )
-    try:
-        c.start()
-        with c.admin() as admin:
-            admin.create_topics(
-                [NewTopic(TP.topic, 1, 3, topic_configs={"min.insync.replicas": "2"})]
-            )
-        eventually(lambda: len(_partition(c).isr) == 3 or None)
+    with fault_cluster(tmp_path_factory.mktemp("faults"), TP) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _partition(c: Cluster, *, avoid: int | None = None) -> PartitionInfo:
-    """The partition as the live brokers (other than ``avoid``, a paused one) describe it."""
-    bootstrap = ",".join(n.bootstrap for i, n in c.nodes.items() if n.alive and i != avoid)
-    with AdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000) as admin:
-        return admin.describe_topics([TP.topic])[0].partitions[0]
+    return c.partition(TP.topic, TP.partition, avoid=avoid)
 
 
 def test_kill_the_leader_again_and_again_during_acks_all_produce(cluster: Cluster) -> None:

@@ -24,7 +24,7 @@ from rillet import TopicPartition
 from rillet.client.admin import AdminClient, NewTopic, PartitionInfo
 from tests.support.cluster import Cluster, eventually
 from tests.support.netns import Network, unavailable
-from tests.support.workload import Workload, check_workload
+from tests.support.workload import Workload, check_workload, fault_cluster
 
 TP = TopicPartition("cut", 0)
 
@@ -34,27 +34,10 @@ pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailabl
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     network = Network([1, 2, 3])
-    c = Cluster(tmp_path_factory.mktemp("partitions"), voters=3, network=network)
-    for n in c.nodes.values():
-        n.extra.update(
-            {
-                "broker.session.timeout.ms": "1000",
-                "broker.heartbeat.interval.ms": "250",
-                "replica.lag.time.max.ms": "5000",
-                "replica.fetch.wait.max.ms": "100",
-                "replica.fetch.backoff.ms": "200",
-            }
-        )
     try:
-        c.start()
-        with c.admin() as admin:
-            admin.create_topics(
-                [NewTopic(TP.topic, 1, 3, topic_configs={"min.insync.replicas": "2"})]
-            )
-        eventually(lambda: len(_partition(c).isr) == 3 or None)
-        yield c
+        with fault_cluster(tmp_path_factory.mktemp("partitions"), TP, network) as c:
+            yield c
     finally:
-        c.stop()
         network.close()
 
 
@@ -66,8 +49,7 @@ def _admin(c: Cluster, avoid: int | None) -> AdminClient:
 
 
 def _partition(c: Cluster, *, avoid: int | None = None) -> PartitionInfo:
-    with _admin(c, avoid) as admin:
-        return admin.describe_topics([TP.topic])[0].partitions[0]
+    return c.partition(TP.topic, TP.partition, avoid=avoid)
 
 
 def _net(c: Cluster) -> Network:
@@ -83,8 +65,7 @@ def test_a_leader_cut_off_from_its_followers_acknowledges_nothing(cluster: Clust
         _net(cluster).isolate(old)
         try:
             new = eventually(
-                lambda: (p := _partition(cluster, avoid=old)).leader not in (-1, old)
-                and p.leader
+                lambda: (p := _partition(cluster, avoid=old)).leader not in (-1, old) and p.leader
             )
             # The majority side takes acks=all writes; a producer that only knows the
             # majority's brokers gets them acknowledged.

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from rillet.client.admin import AdminClient
+from rillet.client.admin import AdminClient, PartitionInfo
 from tests.support.netns import Network
 from tests.support.server_process import ServerProcess, free_port
 
@@ -167,6 +167,13 @@ class Cluster:
 
     def admin(self) -> AdminClient:
         return AdminClient(bootstrap_servers=self.bootstrap(), request_timeout_ms=10000)
+
+    def partition(self, topic: str, partition: int, *, avoid: int | None = None) -> PartitionInfo:
+        """One partition as the live brokers other than ``avoid`` describe it (one paused or
+        cut off has a stale view and may not answer)."""
+        bootstrap = ",".join(n.bootstrap for i, n in self.nodes.items() if n.alive and i != avoid)
+        with AdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000) as admin:
+            return admin.describe_topics([topic])[0].partitions[partition]
 
     def controller_id(self) -> int:
         """The active controller as the live brokers agree on it, once they do."""

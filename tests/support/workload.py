@@ -9,12 +9,47 @@ may appear twice; duplicates are allowed, losses and reordering are not.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 from rillet import Consumer, Producer, TopicPartition
-from tests.support.cluster import eventually
+from rillet.client.admin import NewTopic
+from tests.support.cluster import Cluster, eventually
+from tests.support.netns import Network
 
-__all__ = ["Workload", "check_workload", "read_all"]
+__all__ = ["FAST_FAILURE_DETECTION", "Workload", "check_workload", "fault_cluster", "read_all"]
+
+# Brokers fenced a second after their heartbeats stop; followers fetch and time out quickly.
+FAST_FAILURE_DETECTION = {
+    "broker.session.timeout.ms": "1000",
+    "broker.heartbeat.interval.ms": "250",
+    "replica.lag.time.max.ms": "5000",
+    "replica.fetch.wait.max.ms": "100",
+    "replica.fetch.backoff.ms": "200",
+}
+
+
+@contextlib.contextmanager
+def fault_cluster(
+    root: Path, tp: TopicPartition, network: Network | None = None
+) -> Iterator[Cluster]:
+    """Three combined nodes with :data:`FAST_FAILURE_DETECTION`, and ``tp``'s topic (one
+    partition, three replicas, ``min.insync.replicas=2``) fully in sync."""
+    c = Cluster(root, voters=3, network=network)
+    for n in c.nodes.values():
+        n.extra.update(FAST_FAILURE_DETECTION)
+    try:
+        c.start()
+        with c.admin() as admin:
+            admin.create_topics(
+                [NewTopic(tp.topic, 1, 3, topic_configs={"min.insync.replicas": "2"})]
+            )
+        eventually(lambda: len(c.partition(tp.topic, tp.partition).isr) == 3 or None)
+        yield c
+    finally:
+        c.stop()
 
 
 class Workload:
