@@ -7,6 +7,7 @@ follower (truncating what it had that the new leader does not)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -92,6 +93,20 @@ def test_acks_all_records_are_on_every_replica(cluster: Cluster) -> None:
         # Followers may be one fetch behind the leader's HW; they catch up.
         eventually(lambda n=n: _on_disk(n.data_dir, "everywhere", 0) == want or None)
     assert _partition(cluster, "everywhere").isr.__len__() == 3
+    # Every broker reports its replica, of the same size, with `rillet log-dirs`.
+    out = _cli(
+        "log-dirs", "--describe", "--bootstrap-server", cluster.bootstrap(),
+        "--topic-list", "everywhere",
+    )  # fmt: skip
+    lines = out.splitlines()
+    assert lines[1] == "Received log directory information from brokers 1,2,3"
+    described = json.loads(lines[2])["brokers"]
+    sizes = {
+        b["broker"]: [(p["partition"], p["size"]) for d in b["logDirs"] for p in d["partitions"]]
+        for b in described
+    }
+    assert sorted(sizes) == [1, 2, 3]
+    assert len({tuple(s) for s in sizes.values()}) == 1 and sizes[1][0][1] > 0
 
 
 def test_a_dead_follower_leaves_the_isr_and_acks_all_below_min_isr_is_refused(

@@ -15,7 +15,8 @@ partitions, configs, auto topic creation) go to the active controller through th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rillet.broker.controller_channel import ControllerChannel
@@ -38,6 +39,7 @@ from rillet.errors import (
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     LeaderNotAvailableError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
@@ -53,11 +55,13 @@ __all__ = [
     "ClusterDescription",
     "ConfigDescription",
     "DescribedConfigs",
+    "LogDirDescription",
     "MetadataNode",
     "MetadataPartition",
     "MetadataResult",
     "MetadataTopic",
     "ProduceEntry",
+    "ReplicaInfo",
 ]
 
 # One partition of a produce request: its batches, or the error that refused them while
@@ -106,6 +110,30 @@ class ClusterDescription:
     cluster_id: str
     controller_id: int
     brokers: list[MetadataNode]
+
+
+@dataclass(frozen=True, order=True)
+class ReplicaInfo:
+    """One replica in a log directory (DescribeLogDirs): its size on disk and how far its
+    log end is below the high watermark this broker knows."""
+
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log directory of this broker (DescribeLogDirs); sizes of its file system are -1
+    when unknown."""
+
+    path: str
+    error: KafkaError | None
+    replicas: list[ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 @dataclass(frozen=True)
@@ -291,6 +319,32 @@ class BrokerApis:
             )
         except KafkaError as e:
             return e
+
+    def handle_describe_log_dirs(
+        self, wanted: Mapping[str, Collection[int]] | None
+    ) -> list[LogDirDescription]:
+        """DescribeLogDirs: each of ``log.dirs`` with the replicas in it (those of
+        ``wanted``, by topic; None: all)."""
+        log_manager = self.replicas.log_manager
+        out = []
+        for d in log_manager.open_dirs:
+            error: KafkaError | None = None
+            try:
+                usage = shutil.disk_usage(d)
+                total, usable = usage.total, usage.free
+            except OSError as e:
+                total = usable = -1
+                error = KafkaStorageError(f"Log directory {d} cannot be read: {e}")
+            replicas = []
+            for tp, log in log_manager.logs_in(d):
+                if wanted is not None and tp.partition not in wanted.get(tp.topic, ()):
+                    continue
+                p = self.replicas.partitions.get(tp)
+                leo = log.log_end_offset
+                lag = max((p.high_watermark if p is not None else leo) - leo, 0)
+                replicas.append(ReplicaInfo(tp.topic, tp.partition, log.size_in_bytes, lag))
+            out.append(LogDirDescription(str(d), error, sorted(replicas), total, usable))
+        return out
 
     # -- topics and partitions (forwarded to the controller) --------------------------------
 

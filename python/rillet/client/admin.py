@@ -9,11 +9,13 @@ from typing import Any
 
 import grpc
 
+from rillet.broker.apis import LogDirDescription
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.controller.elections import ElectionType
 from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
 from rillet.protocol import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc, quorum_pb2
+from rillet.protocol.admin import describe_log_dirs_request_to_pb, log_dirs_from_pb
 from rillet.protocol.controller import elect_leaders_request_to_pb, elect_leaders_results_from_pb
 from rillet.protocol.quorum import describe_quorum_from_pb
 from rillet.raft.node import QuorumInfo
@@ -250,6 +252,41 @@ class AdminClient:
                 for b in r.brokers
             ],
         }
+
+    def describe_log_dirs(
+        self,
+        broker_ids: Sequence[int] | None = None,
+        topic_partitions: Sequence[TopicPartition] | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories and the replicas in them (Kafka's
+        ``describeLogDirs``; DescribeLogDirs goes to every broker itself): broker id ->
+        directory -> description. ``broker_ids`` None means every registered broker, and
+        ids that name none are left out; ``topic_partitions`` None means every replica."""
+        topics: dict[str, list[int]] | None = None
+        if topic_partitions is not None:
+            topics = {}
+            for tp in topic_partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+        request = describe_log_dirs_request_to_pb(topics)
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for b in self.describe_cluster()["brokers"]:
+            if broker_ids is not None and b["node_id"] not in broker_ids:
+                continue
+            address = f"{b['host']}:{b['port']}"
+            with grpc.insecure_channel(address, options=GRPC_OPTIONS) as channel:
+                try:
+                    response = admin_pb2_grpc.AdminServiceStub(channel).DescribeLogDirs(
+                        request, timeout=self._timeout
+                    )
+                except grpc.RpcError as e:
+                    raise KafkaTimeoutError(
+                        f"broker {b['node_id']} at {address} did not answer: {e.code()}"
+                    ) from None
+            dirs = log_dirs_from_pb(response)
+            if isinstance(dirs, KafkaError):
+                raise dirs
+            out[b["node_id"]] = {d.path: d for d in dirs}
+        return out
 
     def describe_metadata_quorum(self) -> QuorumInfo:
         """The metadata quorum as its leader sees it (Kafka's ``describeMetadataQuorum``):

@@ -3,9 +3,14 @@ cluster and configs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from rillet.broker.apis import ClusterDescription, DescribedConfigs
+from rillet.broker.apis import (
+    ClusterDescription,
+    DescribedConfigs,
+    LogDirDescription,
+    ReplicaInfo,
+)
 from rillet.controller import (
     AlterConfigOp,
     CreatableTopic,
@@ -15,7 +20,7 @@ from rillet.controller import (
 )
 from rillet.errors import InvalidRequestError, KafkaError
 from rillet.metadata.records import ConfigResourceType
-from rillet.protocol.errors import set_error
+from rillet.protocol.errors import error_from_wire, set_error
 from rillet.protocol.gen.v1 import admin_pb2
 
 __all__ = [
@@ -29,8 +34,12 @@ __all__ = [
     "describe_cluster_response",
     "describe_configs_request_from_pb",
     "describe_configs_response",
+    "describe_log_dirs_request_from_pb",
+    "describe_log_dirs_request_to_pb",
+    "describe_log_dirs_response",
     "elect_leaders_request_from_pb",
     "elect_leaders_response",
+    "log_dirs_from_pb",
 ]
 
 _OPS = {
@@ -237,3 +246,70 @@ def elect_leaders_response(
         if err is not None:
             set_error(out, err)
     return response
+
+
+# -- log directories ---------------------------------------------------------------------------
+
+
+def describe_log_dirs_request_to_pb(
+    topics: Mapping[str, Sequence[int]] | None,
+) -> admin_pb2.DescribeLogDirsRequest:
+    """``topics`` None asks for every partition."""
+    request = admin_pb2.DescribeLogDirsRequest(all_topics=topics is None)
+    for topic, partitions in (topics or {}).items():
+        request.topics.add(topic=topic, partitions=list(partitions))
+    return request
+
+
+def describe_log_dirs_request_from_pb(
+    request: admin_pb2.DescribeLogDirsRequest,
+) -> dict[str, set[int]] | None:
+    if request.all_topics:
+        return None
+    wanted: dict[str, set[int]] = {}
+    for t in request.topics:
+        wanted.setdefault(t.topic, set()).update(t.partitions)
+    return wanted
+
+
+def describe_log_dirs_response(
+    dirs: Sequence[LogDirDescription],
+) -> admin_pb2.DescribeLogDirsResponse:
+    response = admin_pb2.DescribeLogDirsResponse()
+    for d in dirs:
+        out = response.log_dirs.add(
+            log_dir=d.path, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes
+        )
+        if d.error is not None:
+            set_error(out, d.error)
+        for r in d.replicas:
+            out.partitions.add(
+                topic=r.topic,
+                partition=r.partition,
+                size=r.size,
+                offset_lag=r.offset_lag,
+                is_future=r.is_future,
+            )
+    return response
+
+
+def log_dirs_from_pb(
+    response: admin_pb2.DescribeLogDirsResponse,
+) -> list[LogDirDescription] | KafkaError:
+    """The directories, or the error that refused the whole request."""
+    err = error_from_wire(response.error_code, response.error_message)
+    if err is not None:
+        return err
+    return [
+        LogDirDescription(
+            d.log_dir,
+            error_from_wire(d.error_code, d.error_message),
+            [
+                ReplicaInfo(p.topic, p.partition, p.size, p.offset_lag, p.is_future)
+                for p in d.partitions
+            ],
+            d.total_bytes,
+            d.usable_bytes,
+        )
+        for d in response.log_dirs
+    ]

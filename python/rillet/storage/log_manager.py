@@ -157,6 +157,15 @@ class LogManager:
 
     # -- access ---------------------------------------------------------------------------
 
+    @property
+    def open_dirs(self) -> list[Path]:
+        """The directories of ``log.dirs`` (resolved) while started, in their order."""
+        return list(self._dirs)
+
+    def logs_in(self, log_dir: Path) -> list[tuple[TopicPartition, Log]]:
+        """The logs kept in ``log_dir``, by topic-partition."""
+        return sorted((tp, m.log) for tp, m in self._logs.items() if m.dir == log_dir)
+
     def get_log(self, topic: str, partition: int) -> Log | None:
         m = self._logs.get(TopicPartition(topic, partition))
         return m.log if m else None

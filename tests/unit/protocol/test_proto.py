@@ -668,6 +668,7 @@ SERVICES = {
         "AlterConfigs",
         "DescribeQuorum",
         "ElectLeaders",
+        "DescribeLogDirs",
     ],
     "rillet.v1.ControllerService": [
         "AlterPartition",

@@ -17,6 +17,8 @@ from rillet.protocol.admin import (
     describe_cluster_response,
     describe_configs_request_from_pb,
     describe_configs_response,
+    describe_log_dirs_request_from_pb,
+    describe_log_dirs_response,
     elect_leaders_request_from_pb,
     elect_leaders_response,
 )
@@ -92,3 +94,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return elect_leaders_response(
             await self.apis.handle_elect_leaders(election_type, partitions, request.timeout_ms)
         )
+
+    async def DescribeLogDirs(
+        self, request: admin_pb2.DescribeLogDirsRequest, context: Context
+    ) -> admin_pb2.DescribeLogDirsResponse:
+        wanted = describe_log_dirs_request_from_pb(request)
+        return describe_log_dirs_response(self.apis.handle_describe_log_dirs(wanted))

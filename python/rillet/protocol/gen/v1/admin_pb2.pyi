@@ -3,7 +3,7 @@
 isort:skip_file
 Admin: topics, partitions, cluster and configs (Kafka's CreateTopics 19, DeleteTopics 20,
 CreatePartitions 37, DescribeCluster 60, DescribeConfigs 32, IncrementalAlterConfigs 44,
-DescribeQuorum 55 and ElectLeaders 43).
+DescribeQuorum 55, ElectLeaders 43 and DescribeLogDirs 35).
 
 Any broker accepts these and forwards changes to the active controller, which writes them to
 the __cluster_metadata log as KRaft records (TopicRecord, PartitionRecord, ConfigRecord, ...).
@@ -1247,3 +1247,164 @@ class ElectLeadersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ElectLeadersResponse: _TypeAlias = ElectLeadersResponse  # noqa: Y015
+
+@_typing.final
+class DescribeLogDirsRequest(_message.Message):
+    """---------------------------------------------------------------------------------------------
+    DescribeLogDirs
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class Topic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partitions: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    ALL_TOPICS_FIELD_NUMBER: _builtins.int
+    all_topics: _builtins.bool
+    """Every partition this broker holds instead of `topics` (Kafka's null list)."""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeLogDirsRequest.Topic]:
+        """The partitions to describe, by topic (partitions this broker does not hold are left out)."""
+
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___DescribeLogDirsRequest.Topic] | None = ...,
+        all_topics: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_topics", b"all_topics", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeLogDirsRequest: _TypeAlias = DescribeLogDirsRequest  # noqa: Y015
+
+@_typing.final
+class DescribeLogDirsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LogDir(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+        LOG_DIR_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+        USABLE_BYTES_FIELD_NUMBER: _builtins.int
+        error_code: _common_pb2.ErrorCode.ValueType
+        """NONE, or KAFKA_STORAGE_ERROR for a directory that cannot be read."""
+        error_message: _builtins.str
+        log_dir: _builtins.str
+        """The directory's absolute path."""
+        total_bytes: _builtins.int
+        """The size of the directory's file system and its free space for this user, in bytes
+        (KIP-827); -1 when unknown.
+        """
+        usable_bytes: _builtins.int
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeLogDirsResponse.Partition]:
+            """The requested replicas in this directory."""
+
+        def __init__(
+            self,
+            *,
+            error_code: _common_pb2.ErrorCode.ValueType = ...,
+            error_message: _builtins.str = ...,
+            log_dir: _builtins.str = ...,
+            partitions: _abc.Iterable[Global___DescribeLogDirsResponse.Partition] | None = ...,
+            total_bytes: _builtins.int = ...,
+            usable_bytes: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "log_dir", b"log_dir", "partitions", b"partitions", "total_bytes", b"total_bytes", "usable_bytes", b"usable_bytes"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class Partition(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITION_FIELD_NUMBER: _builtins.int
+        SIZE_FIELD_NUMBER: _builtins.int
+        OFFSET_LAG_FIELD_NUMBER: _builtins.int
+        IS_FUTURE_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        partition: _builtins.int
+        size: _builtins.int
+        """The replica's size on disk: every segment's bytes."""
+        offset_lag: _builtins.int
+        """How far the replica's log end offset is below the high watermark it knows (0 for a
+        leader; Kafka's offsetLag).
+        """
+        is_future: _builtins.bool
+        """Whether this is a future replica being moved between directories (never, here)."""
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partition: _builtins.int = ...,
+            size: _builtins.int = ...,
+            offset_lag: _builtins.int = ...,
+            is_future: _builtins.bool = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["is_future", b"is_future", "offset_lag", b"offset_lag", "partition", b"partition", "size", b"size", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    LOG_DIRS_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    """How long the client should wait before its next request because of a quota; 0 when it is
+    not throttled.
+    """
+    error_code: _common_pb2.ErrorCode.ValueType
+    """An error for the request as a whole; NONE otherwise."""
+    error_message: _builtins.str
+    """Detail for error_code; empty when there is none."""
+    @_builtins.property
+    def log_dirs(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeLogDirsResponse.LogDir]:
+        """One entry per configured log directory (log.dirs), in its order."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        error_code: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        log_dirs: _abc.Iterable[Global___DescribeLogDirsResponse.LogDir] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "log_dirs", b"log_dirs", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeLogDirsResponse: _TypeAlias = DescribeLogDirsResponse  # noqa: Y015

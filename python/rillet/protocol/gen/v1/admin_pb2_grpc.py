@@ -76,6 +76,11 @@ class AdminServiceStub:
                 request_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/rillet.v1.AdminService/DescribeLogDirs',
+                request_serializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -143,6 +148,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """This broker's log directories and the replicas in each, with their sizes (what
+        `rillet log-dirs --describe` asks every broker). Answered by the broker itself, not
+        forwarded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +199,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -404,6 +423,33 @@ class AdminService:
             '/rillet.v1.AdminService/ElectLeaders',
             rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/DescribeLogDirs',
+            rillet_dot_v1_dot_admin__pb2.DescribeLogDirsRequest.SerializeToString,
+            rillet_dot_v1_dot_admin__pb2.DescribeLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 isort:skip_file
 Admin: topics, partitions, cluster and configs (Kafka's CreateTopics 19, DeleteTopics 20,
 CreatePartitions 37, DescribeCluster 60, DescribeConfigs 32, IncrementalAlterConfigs 44,
-DescribeQuorum 55 and ElectLeaders 43).
+DescribeQuorum 55, ElectLeaders 43 and DescribeLogDirs 35).
 
 Any broker accepts these and forwards changes to the active controller, which writes them to
 the __cluster_metadata log as KRaft records (TopicRecord, PartitionRecord, ConfigRecord, ...).
@@ -66,6 +66,11 @@ class AdminServiceStub:
     any live replica even outside the ISR (KIP-460; what `rillet leader-election` sends).
     Forwarded to the active controller.
     """
+    DescribeLogDirs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeLogDirsRequest, _admin_pb2.DescribeLogDirsResponse]
+    """This broker's log directories and the replicas in each, with their sizes (what
+    `rillet log-dirs --describe` asks every broker). Answered by the broker itself, not
+    forwarded.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -96,6 +101,11 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """Elect partition leaders: each partition's preferred replica, or for a leaderless partition
     any live replica even outside the ISR (KIP-460; what `rillet leader-election` sends).
     Forwarded to the active controller.
+    """
+    DescribeLogDirs: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeLogDirsRequest, _admin_pb2.DescribeLogDirsResponse]  # type: ignore[assignment]
+    """This broker's log directories and the replicas in each, with their sizes (what
+    `rillet log-dirs --describe` asks every broker). Answered by the broker itself, not
+    forwarded.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -172,6 +182,17 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """Elect partition leaders: each partition's preferred replica, or for a leaderless partition
         any live replica even outside the ISR (KIP-460; what `rillet leader-election` sends).
         Forwarded to the active controller.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeLogDirs(
+        self,
+        request: _admin_pb2.DescribeLogDirsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DescribeLogDirsResponse, _abc.Awaitable[_admin_pb2.DescribeLogDirsResponse]]:
+        """This broker's log directories and the replicas in each, with their sizes (what
+        `rillet log-dirs --describe` asks every broker). Answered by the broker itself, not
+        forwarded.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
