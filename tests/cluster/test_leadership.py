@@ -8,6 +8,7 @@ the replicas."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -166,6 +167,78 @@ def test_unclean_election_when_the_only_in_sync_replica_is_gone(five: Cluster) -
     out = _cli("leader-election", *bootstrap, "--election-type", "preferred",
                "--topic", "by-tool", "--partition", "0")  # fmt: skip
     assert "Valid replica already elected for partitions by-tool-0" in out
+
+
+def _plan(topic: str, partition: int, replicas: list[int]) -> str:
+    target = {"topic": topic, "partition": partition, "replicas": replicas}
+    return json.dumps({"version": 1, "partitions": [target]})
+
+
+def test_reassignment_moves_a_partition_to_other_brokers(five: Cluster, tmp_path: Path) -> None:
+    """``rillet reassign-partitions``: moving-0 goes from brokers 1 and 2 to 4 and 5 under
+    load; the new replicas catch up, take over, and the old ones are deleted."""
+    with five.admin() as admin:
+        admin.create_topics([NewTopic("moving", replica_assignments={0: [1, 2]})])
+    eventually(lambda: len(_partition(five, "moving").isr) == 2 or None)
+    producer = Producer(bootstrap_servers=five.bootstrap(), acks="all")
+    values = [f"m{i}".encode() for i in range(200)]
+    for v in values[:100]:
+        producer.send("moving", v)
+    producer.flush()
+    bootstrap = ("--bootstrap-server", five.bootstrap())
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"version":1,"topics":[{"topic":"moving"}]}')
+    out = _cli("reassign-partitions", *bootstrap, "--generate", "--topics-to-move-json-file",
+               str(topics), "--broker-list", "4,5").splitlines()  # fmt: skip
+    assert out[0] == "Current partition replica assignment"
+    assert json.loads(out[1])["partitions"] == [
+        {"topic": "moving", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}
+    ]
+    assert out[3] == "Proposed partition reassignment configuration"
+    assert sorted(json.loads(out[4])["partitions"][0]["replicas"]) == [4, 5]
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [4, 5]}]}
+        )
+    )
+    out_text = _cli("reassign-partitions", *bootstrap, "--execute",
+                    "--reassignment-json-file", str(plan))  # fmt: skip
+    assert "Save this to use as the --reassignment-json-file option during rollback" in out_text
+    assert out_text.splitlines()[-1] == "Successfully started partition reassignment for moving-0"
+    for v in values[100:]:  # writes go on during the move
+        producer.send("moving", v)
+    producer.flush()
+    producer.close()
+
+    def verified() -> bool:
+        out = _cli("reassign-partitions", *bootstrap, "--verify",
+                   "--reassignment-json-file", str(plan))  # fmt: skip
+        return "Reassignment of partition moving-0 is completed." in out
+
+    eventually(verified, timeout=60)
+    info = _partition(five, "moving")
+    assert (info.replicas, sorted(info.isr), info.leader) == ((4, 5), [4, 5], 4)
+    assert _read_all(five, "moving") == values
+    for n in (4, 5):
+        eventually(lambda n=n: _on_disk(five.nodes[n].data_dir, "moving") == values or None)
+    for n in (1, 2):
+        eventually(lambda n=n: not (five.nodes[n].data_dir / "moving-0").exists() or None)
+    assert (
+        _cli("reassign-partitions", *bootstrap, "--list") == "No partition reassignments found.\n"
+    )
+    out_text = _cli("reassign-partitions", *bootstrap, "--cancel",
+                    "--reassignment-json-file", str(plan))  # fmt: skip
+    assert out_text == "None of the specified partition reassignments are active.\n"
+    # A broker that does not exist is refused before anything moves.
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [4, 9]}]}
+        )
+    )
+    _cli("reassign-partitions", *bootstrap, "--execute", "--reassignment-json-file", str(plan),
+         ok=False)  # fmt: skip
 
 
 RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b"}

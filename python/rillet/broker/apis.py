@@ -35,6 +35,7 @@ from rillet.controller import (
     ElectionType,
     TopicResult,
 )
+from rillet.controller.reassignment import OngoingReassignment, list_partition_reassignments
 from rillet.errors import (
     InvalidRequestError,
     InvalidTopicError,
@@ -319,6 +320,28 @@ class BrokerApis:
             )
         except KafkaError as e:
             return e
+
+    async def handle_alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]], timeout_ms: int = 0
+    ) -> list[KafkaError | None] | KafkaError:
+        """AlterPartitionReassignments, forwarded to the active controller; answered once
+        the change is committed, or REQUEST_TIMED_OUT after ``timeout_ms`` (0: 30000 ms)."""
+        timeout_s = (timeout_ms if timeout_ms > 0 else 30_000) / 1000
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self.channel.alter_partition_reassignments(requests)
+        except TimeoutError:
+            return RequestTimedOutError(
+                f"The reassignments were not committed within {timeout_s * 1000:.0f} ms."
+            )
+        except KafkaError as e:
+            return e
+
+    def handle_list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], OngoingReassignment]:
+        """ListPartitionReassignments, from this broker's metadata image."""
+        return list_partition_reassignments(self.image(), partitions)
 
     def handle_describe_log_dirs(
         self, wanted: Mapping[str, Collection[int]] | None

@@ -73,6 +73,12 @@ class ControllerChannel(Protocol):
         """ElectLeaders; ``None`` means every partition."""
         ...
 
+    async def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        """AlterPartitionReassignments: one result per request."""
+        ...
+
     async def describe_quorum(self) -> QuorumInfo:
         """The metadata quorum as its leader sees it."""
         ...
@@ -125,6 +131,11 @@ class InProcessControllerChannel:
         self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None
     ) -> ElectionResults:
         return await self.service.elect_leaders(election_type, partitions)
+
+    async def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        return await self.service.alter_partition_reassignments(requests)
 
     async def describe_quorum(self) -> QuorumInfo:
         return self.service.describe_quorum()

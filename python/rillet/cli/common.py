@@ -56,6 +56,17 @@ def topic_id_string(topic_id: uuid.UUID | None) -> str:
 _ADMIN_CONFIG_TYPES = {"client.id": "string", "request.timeout.ms": "int"}
 
 
+def add_admin_config(p: argparse.ArgumentParser, flag: str = "--command-config") -> None:
+    """The flag naming a properties file of admin client configs (Kafka's tools call it
+    ``--command-config``, or ``--admin.config`` in kafka-leader-election.sh)."""
+    p.add_argument(
+        flag,
+        dest="admin_config",
+        metavar="FILE",
+        help="a properties file of admin client configs (client.id, request.timeout.ms)",
+    )
+
+
 def admin_client(bootstrap_server: str, config_file: str | None) -> AdminClient:
     """An admin client for ``--bootstrap-server``, with the admin client configs of a
     properties file (``--command-config`` / ``--admin.config``) when one is given."""

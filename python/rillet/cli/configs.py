@@ -32,7 +32,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from rillet.cli.common import add_bootstrap, admin_client
+from rillet.cli.common import add_admin_config, add_bootstrap, admin_client
 from rillet.client.admin import AdminClient, ConfigResource, ConfigResourceType
 from rillet.config import (
     BROKER_CONFIGS,
@@ -69,11 +69,7 @@ class UsageError(Exception):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
-    p.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="a properties file of admin client configs (client.id, request.timeout.ms)",
-    )
+    add_admin_config(p)
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list configs of the entity")
     actions.add_argument("--alter", action="store_true", help="alter configs of the entity")
@@ -268,7 +264,7 @@ def format_entry(name: str, value: str | None, synonyms: Sequence[Synonym]) -> s
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return admin_client(args.bootstrap_server, args.command_config)
+    return admin_client(args.bootstrap_server, args.admin_config)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from rillet.cli.common import add_bootstrap, admin_client
+from rillet.cli.common import add_admin_config, add_bootstrap, admin_client
 from rillet.errors import ElectionNotNeededError, InvalidRequestError, KafkaError
 from rillet.types import TopicPartition
 
@@ -23,12 +23,7 @@ _TYPES = ("PREFERRED", "UNCLEAN")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
-    p.add_argument(
-        "--admin.config",
-        dest="admin_config",
-        metavar="FILE",
-        help="a properties file of admin client configs (client.id, request.timeout.ms)",
-    )
+    add_admin_config(p, "--admin.config")
     p.add_argument(
         "--election-type",
         required=True,

@@ -9,7 +9,7 @@ import json
 import sys
 
 from rillet.broker.apis import LogDirDescription
-from rillet.cli.common import add_bootstrap, admin_client
+from rillet.cli.common import add_admin_config, add_bootstrap, admin_client
 from rillet.errors import InvalidRequestError
 
 HELP = "Describe the log directories of brokers (kafka-log-dirs.sh)"
@@ -17,11 +17,7 @@ HELP = "Describe the log directories of brokers (kafka-log-dirs.sh)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
-    p.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="a properties file of admin client configs (client.id, request.timeout.ms)",
-    )
+    add_admin_config(p)
     p.add_argument("--describe", action="store_true", required=True, help="describe log dirs")
     p.add_argument(
         "--broker-list",
@@ -44,7 +40,7 @@ def _ids(text: str) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     topics = [t for t in (args.topic_list or "").split(",") if t] or None
-    with admin_client(args.bootstrap_server, args.command_config) as admin:
+    with admin_client(args.bootstrap_server, args.admin_config) as admin:
         existing = sorted(b["node_id"] for b in admin.describe_cluster()["brokers"])
         wanted = _ids(args.broker_list) if args.broker_list else existing
         missing = [b for b in wanted if b not in existing]

@@ -13,9 +13,17 @@ from rillet.broker.apis import LogDirDescription
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.controller.elections import ElectionType
+from rillet.controller.reassignment import OngoingReassignment
 from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
 from rillet.protocol import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc, quorum_pb2
-from rillet.protocol.admin import describe_log_dirs_request_to_pb, log_dirs_from_pb
+from rillet.protocol.admin import (
+    describe_log_dirs_request_to_pb,
+    list_reassignments_request_to_pb,
+    log_dirs_from_pb,
+    reassignment_requests_to_pb,
+    reassignment_results_from_pb,
+    reassignments_from_pb,
+)
 from rillet.protocol.controller import elect_leaders_request_to_pb, elect_leaders_results_from_pb
 from rillet.protocol.quorum import describe_quorum_from_pb
 from rillet.raft.node import QuorumInfo
@@ -252,6 +260,39 @@ class AdminClient:
                 for b in r.brokers
             ],
         }
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Start moving each partition to its target replicas, or cancel its move (None)
+        (Kafka's ``alterPartitionReassignments``, KIP-455). Returns each partition's outcome
+        (None: started or cancelled); an error for the request as a whole is raised. The
+        move itself goes on in the background: see :meth:`list_partition_reassignments`."""
+        requests = [(tp.topic, tp.partition, target) for tp, target in reassignments.items()]
+        answered = reassignment_results_from_pb(
+            self._call(
+                "AlterPartitionReassignments",
+                reassignment_requests_to_pb(requests, timeout_ms or 0),
+            )
+        )
+        if isinstance(answered, KafkaError):
+            raise answered
+        return {TopicPartition(t, p): err for t, p, err in answered}
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OngoingReassignment]:
+        """The reassignments in progress (of ``partitions`` only, when given): each
+        partition's replicas now and the ones being added and removed."""
+        wanted = None if partitions is None else [(tp.topic, tp.partition) for tp in partitions]
+        ongoing = reassignments_from_pb(
+            self._call("ListPartitionReassignments", list_reassignments_request_to_pb(wanted))
+        )
+        if isinstance(ongoing, KafkaError):
+            raise ongoing
+        return {TopicPartition(t, p): r for (t, p), r in ongoing.items()}
 
     def describe_log_dirs(
         self,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rillet import errors
+from rillet.controller import reassignment
 from rillet.controller.elections import is_usable
 from rillet.controller.results import ControllerResult
 from rillet.errors import KafkaError
@@ -90,6 +91,12 @@ def alter_partition(
             continue
         if change.new_isr != reg.isr:
             record = PartitionChangeRecord(change.topic_id, change.partition, isr=change.new_isr)
+            after = reg.merge(record)
+            # The replicas a reassignment adds may now all be in sync: it completes in
+            # this same change (KIP-455).
+            done = reassignment.completed(image, after)
+            if done is not None:
+                record = reassignment.change_record(change.topic_id, change.partition, reg, done)
             records.append(record)
             reg = reg.merge(record)
         results.append(

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rillet.controller import cluster, configs, elections, isr, topics
+from rillet.controller import cluster, configs, elections, isr, reassignment, topics
 from rillet.controller.cluster import HeartbeatResult
 from rillet.controller.configs import AlterConfigOp
 from rillet.controller.elections import ElectionResults, ElectionType
@@ -186,6 +186,12 @@ class QuorumController:
     ) -> ControllerResult[ElectionResults]:
         """ElectLeaders (``rillet leader-election``); ``None`` means every partition."""
         return elections.elect_leaders(self.image, election_type, partitions)
+
+    def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> ControllerResult[list[KafkaError | None]]:
+        """AlterPartitionReassignments (KIP-455): start (a target) or cancel (None)."""
+        return reassignment.alter_partition_reassignments(self.image, requests)
 
     def elect_unclean_leaders(self) -> list[MetadataRecord]:
         """Leaderless partitions of topics that allow unclean elections get a leader."""

@@ -149,6 +149,12 @@ class ControllerService:
         """ElectLeaders; ``None`` means every partition."""
         return await self._write(lambda c: c.elect_leaders(election_type, partitions))
 
+    async def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        """AlterPartitionReassignments; one result per request."""
+        return await self._write(lambda c: c.alter_partition_reassignments(requests))
+
     def describe_quorum(self) -> QuorumInfo:
         """The quorum as its leader sees it (``metadata-quorum describe``)."""
         _, driver = self._require_active()

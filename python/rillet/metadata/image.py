@@ -55,6 +55,10 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): ``replicas`` is the target followed by
+    # ``removing_replicas``; ``adding_replicas`` are in the target and not yet caught up.
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         leader = self.leader if change.leader is None else change.leader
@@ -64,7 +68,29 @@ class PartitionRegistration:
             leader=leader,
             leader_epoch=self.leader_epoch + (1 if leader != self.leader else 0),
             partition_epoch=self.partition_epoch + 1,
+            removing_replicas=(
+                self.removing_replicas
+                if change.removing_replicas is None
+                else change.removing_replicas
+            ),
+            adding_replicas=(
+                self.adding_replicas if change.adding_replicas is None else change.adding_replicas
+            ),
         )
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """Where a reassignment in progress moves the partition (``replicas`` otherwise)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """Where a reassignment in progress moves the partition from."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
     @property
     def preferred_leader(self) -> int:
@@ -190,6 +216,8 @@ class MetadataDelta:
                     record.leader,
                     record.leader_epoch,
                     record.partition_epoch,
+                    record.removing_replicas,
+                    record.adding_replicas,
                 )
             case PartitionChangeRecord():
                 parts = self._mutable_partitions(record.topic_id, record)

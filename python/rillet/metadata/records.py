@@ -63,6 +63,9 @@ class PartitionRecord:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): the replicas it removes and adds.
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class PartitionChangeRecord:
     isr: tuple[int, ...] | None = None
     leader: int | None = None
     replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from rillet.controller import (
     ElectionType,
     TopicResult,
 )
+from rillet.controller.reassignment import OngoingReassignment
 from rillet.errors import InvalidRequestError, KafkaError
 from rillet.metadata.records import ConfigResourceType
 from rillet.protocol.errors import error_from_wire, set_error
@@ -39,7 +40,15 @@ __all__ = [
     "describe_log_dirs_response",
     "elect_leaders_request_from_pb",
     "elect_leaders_response",
+    "list_reassignments_request_from_pb",
+    "list_reassignments_request_to_pb",
+    "list_reassignments_response",
     "log_dirs_from_pb",
+    "reassignment_requests_from_pb",
+    "reassignment_requests_to_pb",
+    "reassignment_response",
+    "reassignment_results_from_pb",
+    "reassignments_from_pb",
 ]
 
 _OPS = {
@@ -313,3 +322,110 @@ def log_dirs_from_pb(
         )
         for d in response.log_dirs
     ]
+
+
+# -- partition reassignments ---------------------------------------------------------------------
+
+Reassignment = tuple[str, int, Sequence[int] | None]
+
+
+def reassignment_requests_to_pb(
+    requests: Sequence[Reassignment], timeout_ms: int = 0
+) -> admin_pb2.AlterPartitionReassignmentsRequest:
+    """A target of None cancels."""
+    request = admin_pb2.AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms)
+    by_topic: dict[str, admin_pb2.AlterPartitionReassignmentsRequest.Topic] = {}
+    for topic, partition, target in requests:
+        t = by_topic.get(topic)
+        if t is None:
+            t = by_topic[topic] = request.topics.add(name=topic)
+        out = t.partitions.add(partition=partition)
+        if target is not None:
+            out.replicas.broker_ids.extend(target)
+    return request
+
+
+def reassignment_requests_from_pb(
+    request: admin_pb2.AlterPartitionReassignmentsRequest,
+) -> list[Reassignment]:
+    return [
+        (t.name, p.partition, tuple(p.replicas.broker_ids) if p.HasField("replicas") else None)
+        for t in request.topics
+        for p in t.partitions
+    ]
+
+
+def reassignment_response(
+    requests: Sequence[Reassignment], results: Sequence[KafkaError | None] | BaseException
+) -> admin_pb2.AlterPartitionReassignmentsResponse:
+    """One result per request, in order, or the error that refused them all."""
+    response = admin_pb2.AlterPartitionReassignmentsResponse()
+    if isinstance(results, BaseException):
+        set_error(response, results)
+        return response
+    for (topic, partition, _), err in zip(requests, results, strict=True):
+        out = response.results.add(topic=topic, partition=partition)
+        if err is not None:
+            set_error(out, err)
+    return response
+
+
+def reassignment_results_from_pb(
+    response: admin_pb2.AlterPartitionReassignmentsResponse,
+) -> list[tuple[str, int, KafkaError | None]] | KafkaError:
+    err = error_from_wire(response.error_code, response.error_message)
+    if err is not None:
+        return err
+    return [
+        (r.topic, r.partition, error_from_wire(r.error_code, r.error_message))
+        for r in response.results
+    ]
+
+
+def list_reassignments_request_to_pb(
+    partitions: Sequence[tuple[str, int]] | None,
+) -> admin_pb2.ListPartitionReassignmentsRequest:
+    request = admin_pb2.ListPartitionReassignmentsRequest(all_topics=partitions is None)
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions or ():
+        by_topic.setdefault(topic, []).append(partition)
+    for topic, ps in by_topic.items():
+        request.topics.add(name=topic, partitions=ps)
+    return request
+
+
+def list_reassignments_request_from_pb(
+    request: admin_pb2.ListPartitionReassignmentsRequest,
+) -> list[tuple[str, int]] | None:
+    if request.all_topics:
+        return None
+    return [(t.name, p) for t in request.topics for p in t.partitions]
+
+
+def list_reassignments_response(
+    ongoing: Mapping[tuple[str, int], OngoingReassignment],
+) -> admin_pb2.ListPartitionReassignmentsResponse:
+    response = admin_pb2.ListPartitionReassignmentsResponse()
+    for (topic, partition), r in sorted(ongoing.items()):
+        response.reassignments.add(
+            topic=topic,
+            partition=partition,
+            replicas=r.replicas,
+            adding_replicas=r.adding_replicas,
+            removing_replicas=r.removing_replicas,
+        )
+    return response
+
+
+def reassignments_from_pb(
+    response: admin_pb2.ListPartitionReassignmentsResponse,
+) -> dict[tuple[str, int], OngoingReassignment] | KafkaError:
+    err = error_from_wire(response.error_code, response.error_message)
+    if err is not None:
+        return err
+    return {
+        (r.topic, r.partition): OngoingReassignment(
+            tuple(r.replicas), tuple(r.adding_replicas), tuple(r.removing_replicas)
+        )
+        for r in response.reassignments
+    }

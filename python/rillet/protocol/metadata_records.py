@@ -61,6 +61,8 @@ def encode_record(record: MetadataRecord) -> bytes:
                     leader=record.leader,
                     leader_epoch=record.leader_epoch,
                     partition_epoch=record.partition_epoch,
+                    removing_replicas=record.removing_replicas,
+                    adding_replicas=record.adding_replicas,
                 )
             )
         case PartitionChangeRecord():
@@ -69,6 +71,8 @@ def encode_record(record: MetadataRecord) -> bytes:
                 topic_id=record.topic_id.bytes,
                 isr=_ids(record.isr),
                 replicas=_ids(record.replicas),
+                removing_replicas=_ids(record.removing_replicas),
+                adding_replicas=_ids(record.adding_replicas),
             )
             if record.leader is not None:
                 change.leader = record.leader
@@ -152,6 +156,8 @@ def decode_record(data: bytes) -> MetadataRecord:
             p.leader,
             p.leader_epoch,
             p.partition_epoch,
+            tuple(p.removing_replicas),
+            tuple(p.adding_replicas),
         )
     if kind == "partition_change":
         c = m.partition_change
@@ -161,6 +167,10 @@ def decode_record(data: bytes) -> MetadataRecord:
             isr=tuple(c.isr.ids) if c.HasField("isr") else None,
             leader=c.leader if c.HasField("leader") else None,
             replicas=tuple(c.replicas.ids) if c.HasField("replicas") else None,
+            removing_replicas=(
+                tuple(c.removing_replicas.ids) if c.HasField("removing_replicas") else None
+            ),
+            adding_replicas=tuple(c.adding_replicas.ids) if c.HasField("adding_replicas") else None,
         )
     if kind == "config":
         cfg = m.config

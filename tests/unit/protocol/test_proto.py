@@ -669,6 +669,8 @@ SERVICES = {
         "DescribeQuorum",
         "ElectLeaders",
         "DescribeLogDirs",
+        "AlterPartitionReassignments",
+        "ListPartitionReassignments",
     ],
     "rillet.v1.ControllerService": [
         "AlterPartition",
@@ -677,6 +679,7 @@ SERVICES = {
         "CreatePartitions",
         "AlterConfigs",
         "ElectLeaders",
+        "AlterPartitionReassignments",
         "DescribeQuorum",
     ],
     "rillet.v1.QuorumService": [

@@ -21,6 +21,10 @@ from rillet.protocol.admin import (
     describe_log_dirs_response,
     elect_leaders_request_from_pb,
     elect_leaders_response,
+    list_reassignments_request_from_pb,
+    list_reassignments_response,
+    reassignment_requests_from_pb,
+    reassignment_response,
 )
 from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, quorum_pb2
 from rillet.protocol.quorum import describe_quorum_response
@@ -100,3 +104,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> admin_pb2.DescribeLogDirsResponse:
         wanted = describe_log_dirs_request_from_pb(request)
         return describe_log_dirs_response(self.apis.handle_describe_log_dirs(wanted))
+
+    async def AlterPartitionReassignments(
+        self, request: admin_pb2.AlterPartitionReassignmentsRequest, context: Context
+    ) -> admin_pb2.AlterPartitionReassignmentsResponse:
+        requests = reassignment_requests_from_pb(request)
+        results = await self.apis.handle_alter_partition_reassignments(requests, request.timeout_ms)
+        return reassignment_response(requests, results)
+
+    async def ListPartitionReassignments(
+        self, request: admin_pb2.ListPartitionReassignmentsRequest, context: Context
+    ) -> admin_pb2.ListPartitionReassignmentsResponse:
+        partitions = list_reassignments_request_from_pb(request)
+        return list_reassignments_response(
+            self.apis.handle_list_partition_reassignments(partitions)
+        )

@@ -20,6 +20,8 @@ from rillet.protocol.admin import (
     delete_topics_response,
     elect_leaders_request_from_pb,
     elect_leaders_response,
+    reassignment_requests_from_pb,
+    reassignment_response,
 )
 from rillet.protocol.controller import (
     alter_partition_request_from_pb,
@@ -113,6 +115,16 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             )
         except KafkaError as e:
             return elect_leaders_response(e)
+
+    async def AlterPartitionReassignments(
+        self, request: admin_pb2.AlterPartitionReassignmentsRequest, context: Context
+    ) -> admin_pb2.AlterPartitionReassignmentsResponse:
+        requests = reassignment_requests_from_pb(request)
+        try:
+            results = await self.controller.alter_partition_reassignments(requests)
+        except KafkaError as e:
+            return reassignment_response(requests, e)
+        return reassignment_response(requests, results)
 
     async def DescribeQuorum(
         self, request: quorum_pb2.DescribeQuorumRequest, context: Context

@@ -38,6 +38,7 @@ from rillet.controller import (
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaError, NotControllerError
+from rillet.protocol.admin import reassignment_requests_to_pb, reassignment_results_from_pb
 from rillet.protocol.controller import (
     alter_configs_request_to_pb,
     alter_configs_results_from_pb,
@@ -307,6 +308,24 @@ class GrpcControllerChannel:
 
         return await self._call(
             lambda c: c.elect_leaders(election_type, partitions), remote, retry=True
+        )
+
+    async def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        request = reassignment_requests_to_pb(requests)
+
+        async def remote(ch: grpc.aio.Channel) -> list[KafkaError | None]:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            answered = reassignment_results_from_pb(
+                await stub.AlterPartitionReassignments(request, **self._opts())
+            )
+            if isinstance(answered, KafkaError):
+                raise answered
+            return [err for _, _, err in answered]
+
+        return await self._call(
+            lambda c: c.alter_partition_reassignments(requests), remote, retry=True
         )
 
     async def describe_quorum(self) -> QuorumInfo:

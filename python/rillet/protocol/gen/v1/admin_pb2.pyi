@@ -3,7 +3,8 @@
 isort:skip_file
 Admin: topics, partitions, cluster and configs (Kafka's CreateTopics 19, DeleteTopics 20,
 CreatePartitions 37, DescribeCluster 60, DescribeConfigs 32, IncrementalAlterConfigs 44,
-DescribeQuorum 55, ElectLeaders 43 and DescribeLogDirs 35).
+DescribeQuorum 55, ElectLeaders 43, DescribeLogDirs 35, AlterPartitionReassignments 45 and
+ListPartitionReassignments 46).
 
 Any broker accepts these and forwards changes to the active controller, which writes them to
 the __cluster_metadata log as KRaft records (TopicRecord, PartitionRecord, ConfigRecord, ...).
@@ -1408,3 +1409,278 @@ class DescribeLogDirsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeLogDirsResponse: _TypeAlias = DescribeLogDirsResponse  # noqa: Y015
+
+@_typing.final
+class AlterPartitionReassignmentsRequest(_message.Message):
+    """---------------------------------------------------------------------------------------------
+    AlterPartitionReassignments and ListPartitionReassignments (KIP-455)
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class Topic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterPartitionReassignmentsRequest.Partition]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            partitions: _abc.Iterable[Global___AlterPartitionReassignmentsRequest.Partition] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class Partition(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PARTITION_FIELD_NUMBER: _builtins.int
+        REPLICAS_FIELD_NUMBER: _builtins.int
+        partition: _builtins.int
+        @_builtins.property
+        def replicas(self) -> Global___AlterPartitionReassignmentsRequest.Replicas:
+            """The target replicas, the preferred leader first; absent cancels the reassignment in
+            progress.
+            """
+
+        def __init__(
+            self,
+            *,
+            partition: _builtins.int = ...,
+            replicas: Global___AlterPartitionReassignmentsRequest.Replicas | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_replicas", b"_replicas", "replicas", b"replicas"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_replicas", b"_replicas", "partition", b"partition", "replicas", b"replicas"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__replicas: _TypeAlias = _typing.Literal["replicas"]  # noqa: Y015
+        _WhichOneofArgType__replicas: _TypeAlias = _typing.Literal["_replicas", b"_replicas"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__replicas) -> _WhichOneofReturnType__replicas | None: ...
+
+    @_typing.final
+    class Replicas(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        BROKER_IDS_FIELD_NUMBER: _builtins.int
+        @_builtins.property
+        def broker_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            broker_ids: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_ids", b"broker_ids"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    timeout_ms: _builtins.int
+    """How long to wait for the change to be committed before answering REQUEST_TIMED_OUT; 0
+    means the broker's default (30000 ms).
+    """
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterPartitionReassignmentsRequest.Topic]: ...
+    def __init__(
+        self,
+        *,
+        timeout_ms: _builtins.int = ...,
+        topics: _abc.Iterable[Global___AlterPartitionReassignmentsRequest.Topic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["timeout_ms", b"timeout_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionReassignmentsRequest: _TypeAlias = AlterPartitionReassignmentsRequest  # noqa: Y015
+
+@_typing.final
+class AlterPartitionReassignmentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class PartitionResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITION_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        partition: _builtins.int
+        error_code: _common_pb2.ErrorCode.ValueType
+        error_message: _builtins.str
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partition: _builtins.int = ...,
+            error_code: _common_pb2.ErrorCode.ValueType = ...,
+            error_message: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    """How long the client should wait before its next request because of a quota; 0 when it is
+    not throttled.
+    """
+    error_code: _common_pb2.ErrorCode.ValueType
+    """An error for the request as a whole (e.g. NOT_CONTROLLER, REQUEST_TIMED_OUT); NONE
+    otherwise.
+    """
+    error_message: _builtins.str
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterPartitionReassignmentsResponse.PartitionResult]:
+        """One result per requested partition: NONE, or e.g. UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS.
+        """
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        error_code: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        results: _abc.Iterable[Global___AlterPartitionReassignmentsResponse.PartitionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "results", b"results", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionReassignmentsResponse: _TypeAlias = AlterPartitionReassignmentsResponse  # noqa: Y015
+
+@_typing.final
+class ListPartitionReassignmentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class Topic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            partitions: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    ALL_TOPICS_FIELD_NUMBER: _builtins.int
+    timeout_ms: _builtins.int
+    all_topics: _builtins.bool
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListPartitionReassignmentsRequest.Topic]:
+        """The partitions to look at, by topic; `all_topics` looks at every partition."""
+
+    def __init__(
+        self,
+        *,
+        timeout_ms: _builtins.int = ...,
+        topics: _abc.Iterable[Global___ListPartitionReassignmentsRequest.Topic] | None = ...,
+        all_topics: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_topics", b"all_topics", "timeout_ms", b"timeout_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPartitionReassignmentsRequest: _TypeAlias = ListPartitionReassignmentsRequest  # noqa: Y015
+
+@_typing.final
+class ListPartitionReassignmentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class Ongoing(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITION_FIELD_NUMBER: _builtins.int
+        REPLICAS_FIELD_NUMBER: _builtins.int
+        ADDING_REPLICAS_FIELD_NUMBER: _builtins.int
+        REMOVING_REPLICAS_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        partition: _builtins.int
+        @_builtins.property
+        def replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+            """The replicas now: the target, then the ones being removed."""
+
+        @_builtins.property
+        def adding_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        @_builtins.property
+        def removing_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partition: _builtins.int = ...,
+            replicas: _abc.Iterable[_builtins.int] | None = ...,
+            adding_replicas: _abc.Iterable[_builtins.int] | None = ...,
+            removing_replicas: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "partition", b"partition", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    REASSIGNMENTS_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    error_code: _common_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    @_builtins.property
+    def reassignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListPartitionReassignmentsResponse.Ongoing]:
+        """The partitions being reassigned (of those asked about)."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        error_code: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        reassignments: _abc.Iterable[Global___ListPartitionReassignmentsResponse.Ongoing] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "reassignments", b"reassignments", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPartitionReassignmentsResponse: _TypeAlias = ListPartitionReassignmentsResponse  # noqa: Y015

@@ -81,6 +81,16 @@ class AdminServiceStub:
                 request_serializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/rillet.v1.AdminService/AlterPartitionReassignments',
+                request_serializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/rillet.v1.AdminService/ListPartitionReassignments',
+                request_serializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -157,6 +167,23 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Start or cancel moving partitions to other replicas (KIP-455; `rillet reassign-partitions
+        --execute` and `--cancel`). Forwarded to the active controller; answered once the change
+        is committed, not once the move is done.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """The reassignments in progress, from this broker's metadata (`rillet reassign-partitions
+        --list` and `--verify`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -204,6 +231,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeLogDirs,
                     request_deserializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_admin__pb2.DescribeLogDirsResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -450,6 +487,60 @@ class AdminService:
             '/rillet.v1.AdminService/DescribeLogDirs',
             rillet_dot_v1_dot_admin__pb2.DescribeLogDirsRequest.SerializeToString,
             rillet_dot_v1_dot_admin__pb2.DescribeLogDirsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/AlterPartitionReassignments',
+            rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/ListPartitionReassignments',
+            rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,8 @@
 isort:skip_file
 Admin: topics, partitions, cluster and configs (Kafka's CreateTopics 19, DeleteTopics 20,
 CreatePartitions 37, DescribeCluster 60, DescribeConfigs 32, IncrementalAlterConfigs 44,
-DescribeQuorum 55, ElectLeaders 43 and DescribeLogDirs 35).
+DescribeQuorum 55, ElectLeaders 43, DescribeLogDirs 35, AlterPartitionReassignments 45 and
+ListPartitionReassignments 46).
 
 Any broker accepts these and forwards changes to the active controller, which writes them to
 the __cluster_metadata log as KRaft records (TopicRecord, PartitionRecord, ConfigRecord, ...).
@@ -71,6 +72,15 @@ class AdminServiceStub:
     `rillet log-dirs --describe` asks every broker). Answered by the broker itself, not
     forwarded.
     """
+    AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]
+    """Start or cancel moving partitions to other replicas (KIP-455; `rillet reassign-partitions
+    --execute` and `--cancel`). Forwarded to the active controller; answered once the change
+    is committed, not once the move is done.
+    """
+    ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
+    """The reassignments in progress, from this broker's metadata (`rillet reassign-partitions
+    --list` and `--verify`).
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -106,6 +116,15 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """This broker's log directories and the replicas in each, with their sizes (what
     `rillet log-dirs --describe` asks every broker). Answered by the broker itself, not
     forwarded.
+    """
+    AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
+    """Start or cancel moving partitions to other replicas (KIP-455; `rillet reassign-partitions
+    --execute` and `--cancel`). Forwarded to the active controller; answered once the change
+    is committed, not once the move is done.
+    """
+    ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
+    """The reassignments in progress, from this broker's metadata (`rillet reassign-partitions
+    --list` and `--verify`).
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -193,6 +212,27 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """This broker's log directories and the replicas in each, with their sizes (what
         `rillet log-dirs --describe` asks every broker). Answered by the broker itself, not
         forwarded.
+        """
+
+    @_abc_1.abstractmethod
+    def AlterPartitionReassignments(
+        self,
+        request: _admin_pb2.AlterPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.AlterPartitionReassignmentsResponse]]:
+        """Start or cancel moving partitions to other replicas (KIP-455; `rillet reassign-partitions
+        --execute` and `--cancel`). Forwarded to the active controller; answered once the change
+        is committed, not once the move is done.
+        """
+
+    @_abc_1.abstractmethod
+    def ListPartitionReassignments(
+        self,
+        request: _admin_pb2.ListPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListPartitionReassignmentsResponse]]:
+        """The reassignments in progress, from this broker's metadata (`rillet reassign-partitions
+        --list` and `--verify`).
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -4,8 +4,8 @@ isort:skip_file
 The controller's API for brokers (Kafka's ControllerApis), served on the CONTROLLER listener
 next to QuorumService: ISR changes proposed by partition leaders (AlterPartition, KIP-497),
 the admin requests a broker forwards to the active controller (Kafka forwards CreateTopics 19,
-DeleteTopics 20, CreatePartitions 37, IncrementalAlterConfigs 44 and ElectLeaders 43 the same
-way), and DescribeQuorum for `rillet metadata-quorum`.
+DeleteTopics 20, CreatePartitions 37, IncrementalAlterConfigs 44, ElectLeaders 43 and
+AlterPartitionReassignments 45 the same way), and DescribeQuorum for `rillet metadata-quorum`.
 
 Only the active controller (the quorum's leader) answers; the others answer NOT_CONTROLLER in
 every result, and the broker sends the request again to the leader it learns of from the

@@ -67,6 +67,11 @@ class ControllerServiceStub:
                 request_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/rillet.v1.ControllerService/AlterPartitionReassignments',
+                request_serializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
         self.DescribeQuorum = channel.unary_unary(
                 '/rillet.v1.ControllerService/DescribeQuorum',
                 request_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
@@ -120,6 +125,13 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Start or cancel reassignments (the same messages as AdminService's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeQuorum(self, request, context):
         """The quorum's state as its leader sees it; NOT_CONTROLLER from any other node.
         """
@@ -159,6 +171,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
             ),
             'DescribeQuorum': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeQuorum,
@@ -329,6 +346,33 @@ class ControllerService:
             '/rillet.v1.ControllerService/ElectLeaders',
             rillet_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             rillet_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.ControllerService/AlterPartitionReassignments',
+            rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            rillet_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,8 +4,8 @@ isort:skip_file
 The controller's API for brokers (Kafka's ControllerApis), served on the CONTROLLER listener
 next to QuorumService: ISR changes proposed by partition leaders (AlterPartition, KIP-497),
 the admin requests a broker forwards to the active controller (Kafka forwards CreateTopics 19,
-DeleteTopics 20, CreatePartitions 37, IncrementalAlterConfigs 44 and ElectLeaders 43 the same
-way), and DescribeQuorum for `rillet metadata-quorum`.
+DeleteTopics 20, CreatePartitions 37, IncrementalAlterConfigs 44, ElectLeaders 43 and
+AlterPartitionReassignments 45 the same way), and DescribeQuorum for `rillet metadata-quorum`.
 
 Only the active controller (the quorum's leader) answers; the others answer NOT_CONTROLLER in
 every result, and the broker sends the request again to the leader it learns of from the
@@ -56,6 +56,8 @@ class ControllerServiceStub:
     """Change configs incrementally (the same messages as AdminService.AlterConfigs)."""
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]
     """Elect partition leaders (the same messages as AdminService.ElectLeaders)."""
+    AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]
+    """Start or cancel reassignments (the same messages as AdminService's)."""
     DescribeQuorum: _grpc.UnaryUnaryMultiCallable[_quorum_pb2.DescribeQuorumRequest, _quorum_pb2.DescribeQuorumResponse]
     """The quorum's state as its leader sees it; NOT_CONTROLLER from any other node."""
 
@@ -76,6 +78,8 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     """Change configs incrementally (the same messages as AdminService.AlterConfigs)."""
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]  # type: ignore[assignment]
     """Elect partition leaders (the same messages as AdminService.ElectLeaders)."""
+    AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
+    """Start or cancel reassignments (the same messages as AdminService's)."""
     DescribeQuorum: _aio.UnaryUnaryMultiCallable[_quorum_pb2.DescribeQuorumRequest, _quorum_pb2.DescribeQuorumResponse]  # type: ignore[assignment]
     """The quorum's state as its leader sees it; NOT_CONTROLLER from any other node."""
 
@@ -129,6 +133,14 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ElectLeadersResponse, _abc.Awaitable[_admin_pb2.ElectLeadersResponse]]:
         """Elect partition leaders (the same messages as AdminService.ElectLeaders)."""
+
+    @_abc_1.abstractmethod
+    def AlterPartitionReassignments(
+        self,
+        request: _admin_pb2.AlterPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.AlterPartitionReassignmentsResponse]]:
+        """Start or cancel reassignments (the same messages as AdminService's)."""
 
     @_abc_1.abstractmethod
     def DescribeQuorum(
