@@ -57,6 +57,13 @@ def _send(cluster: Cluster, topic: str, value: bytes) -> int:
         producer.close()
 
 
+def _poll_into(consumer: Consumer, out: list[tuple[int, bytes]]) -> int:
+    """Poll once into ``out`` (offset, value); returns how many records it holds."""
+    for records in consumer.poll(timeout_ms=200).values():
+        out += [(r.offset, r.value or b"") for r in records]
+    return len(out)
+
+
 def _read_all(cluster: Cluster, topic: str) -> list[bytes]:
     consumer = Consumer(bootstrap_servers=cluster.bootstrap(), auto_offset_reset="earliest")
     tp = TopicPartition(topic, 0)
@@ -106,6 +113,12 @@ def test_unclean_election_when_the_only_in_sync_replica_is_gone(five: Cluster) -
     for t in topics:
         eventually(lambda t=t: _partition(five, t).isr == (4,) or None)
         assert _send(five, t, b"lost") == 1
+    # A consumer reads "lost" (committed while 4 was the only replica in sync)...
+    reader = Consumer(bootstrap_servers=five.bootstrap(), auto_offset_reset="earliest")
+    reader.assign([TopicPartition("by-tool", 0)])
+    read: list[tuple[int, bytes]] = []
+    eventually(lambda: _poll_into(reader, read) >= 2 or None)
+    assert read == [(0, b"kept"), (1, b"lost")]
     assert five.nodes[4].stop() == 0
     five.restart(5)
 
@@ -149,6 +162,11 @@ def test_unclean_election_when_the_only_in_sync_replica_is_gone(five: Cluster) -
         assert _partition(five, t).isr == (5,)
         assert _read_all(five, t) == [b"kept"]
         assert _send(five, t, b"after") == 1
+    # ...and learns that the new leader's log diverged below its position (KIP-320): it
+    # goes back to offset 1 and reads "after" there instead of skipping it.
+    eventually(lambda: _poll_into(reader, read) >= 3 or None)
+    assert read[2] == (1, b"after")
+    reader.close()
 
     # Broker 4 returns as a follower: it truncates "lost" and copies "after".
     five.restart(4)

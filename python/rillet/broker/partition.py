@@ -330,13 +330,16 @@ class Partition:
         last_fetched_epoch: int | None = None,
         min_one_batch: bool = True,
     ) -> FetchResult:
-        """Read for a consumer (below the high watermark) or a follower (up to the log end;
-        a follower whose log diverged is told where, KIP-320). The caller records a
-        follower's position with :meth:`update_follower_fetch_state`."""
+        """Read for a consumer (below the high watermark) or a follower (up to the log end).
+        A fetcher whose last record's epoch (``last_fetched_epoch``) this log does not hold
+        up to ``fetch_offset`` is told where the logs diverge instead (KIP-320): a follower
+        truncates there, a consumer detects records it read and lost to an unclean
+        election. The caller records a follower's position with
+        :meth:`update_follower_fetch_state`."""
         self._require_leader()
         self._check_leader_epoch(current_leader_epoch)
         log = self.log
-        if replica_id >= 0 and last_fetched_epoch is not None and last_fetched_epoch >= 0:
+        if last_fetched_epoch is not None and last_fetched_epoch >= 0:
             found = log.end_offset_for_epoch(last_fetched_epoch)
             epoch, end = found.epoch, found.end_offset
             if epoch != last_fetched_epoch or end < fetch_offset:

@@ -2,6 +2,11 @@
 one gRPC channel per broker, with the data-plane calls that move record batches as wire bytes
 (:meth:`ClusterMetadata.produce_call`, :meth:`ClusterMetadata.fetch_call`).
 
+Each partition's leader comes with its leader epoch (KIP-320). A response that names an
+older epoch than the client already knows (from a broker whose metadata is behind, say one
+cut off from the controller) leaves that partition as it was, so the client is never sent
+back to a deposed leader.
+
 Thread safe: the producer's ``send()`` callers and its sender thread share one instance.
 """
 
@@ -53,6 +58,7 @@ GRPC_OPTIONS: list[tuple[str, int]] = [
 class _Snapshot:
     brokers: dict[int, str] = field(default_factory=dict)
     leaders: dict[TopicPartition, int] = field(default_factory=dict)
+    leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     partitions: dict[str, list[int]] = field(default_factory=dict)
     errors: dict[str, KafkaError] = field(default_factory=dict)
     cluster_id: str = ""
@@ -138,13 +144,21 @@ class ClusterMetadata:
     def _apply(self, r: metadata_pb2.MetadataResponse) -> None:
         snap = _Snapshot(cluster_id=r.cluster_id, controller_id=r.controller_id)
         snap.brokers = {b.node_id: f"{b.host}:{b.port}" for b in r.brokers}
+        with self._lock:
+            old = self._snapshot
         for t in r.topics:
             if t.error_code:
                 snap.errors[t.name] = error_for_code(t.error_code)(t.error_message)
                 continue
             snap.partitions[t.name] = sorted(p.partition for p in t.partitions)
             for p in t.partitions:
-                snap.leaders[TopicPartition(t.name, p.partition)] = p.leader_id
+                tp = TopicPartition(t.name, p.partition)
+                known = old.leader_epochs.get(tp, -1)
+                if p.leader_epoch < known and old.leaders.get(tp, -1) in snap.brokers:
+                    # Stale: keep the newer leader already known (KIP-320).
+                    snap.leaders[tp], snap.leader_epochs[tp] = old.leaders[tp], known
+                else:
+                    snap.leaders[tp], snap.leader_epochs[tp] = p.leader_id, p.leader_epoch
         snap.updated_ms = time.monotonic_ns() // 1_000_000
         with self._lock:
             self._snapshot = snap
@@ -171,6 +185,11 @@ class ClusterMetadata:
         snap = self._snapshot
         leader = snap.leaders.get(tp, -1)
         return snap.brokers.get(leader) if leader >= 0 else None
+
+    def leader_epoch(self, tp: TopicPartition) -> int | None:
+        """The leader epoch of ``tp``'s leader as last known (None: unknown)."""
+        epoch = self._snapshot.leader_epochs.get(tp, -1)
+        return epoch if epoch >= 0 else None
 
     def age_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000 - self._snapshot.updated_ms

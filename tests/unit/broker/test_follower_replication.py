@@ -25,6 +25,7 @@ from rillet.broker.replica_fetcher import (
     ReplicaFetchRequest,
 )
 from rillet.broker.replica_manager import FetchPartition, ReplicaManager
+from rillet.errors import FencedLeaderEpochError
 from rillet.metadata.image import MetadataDelta, MetadataImage
 from rillet.metadata.records import (
     BrokerEndpoint,
@@ -313,3 +314,28 @@ async def test_the_fetch_loop_follows_and_backs_off_when_the_leader_is_down(
         assert values(b2) == [b"a"]
     finally:
         await f21.shutdown()
+
+
+async def test_a_consumer_is_told_where_the_log_diverged_from_what_it_read(
+    brokers: Brokers,
+) -> None:
+    """KIP-320 for consumers: one that read records of epoch 0 that the new leader's log
+    does not have (an unclean election) learns where the logs diverge."""
+    create(brokers, (1, 2))
+    b1, b2 = brokers.rms[1], brokers.rms[2]
+    f21, c21 = brokers.fetcher(2, 1)
+    await b1.append_records({TP: batch(b"a")}, 1, 1000)
+    await round_trip(f21, c21)
+    await b1.append_records({TP: batch(b"lost")}, 1, 1000)
+    # Broker 2 leads without "lost", unclean, in epoch 1; a consumer read "lost" at 1.
+    brokers.commit([PartitionChangeRecord(TID, 0, leader=2, isr=(2,))])
+    await b2.append_records({TP: batch(b"new")}, 1, 1000)
+    got = b2.read({TP: FetchPartition(2, 1 << 20, 1, last_fetched_epoch=0)}, -1, 1 << 20)
+    assert got[TP].error is None and got[TP].size == 0
+    assert got[TP].diverging_epoch == (0, 1)
+    # A consumer whose last record's epoch the leader holds up to its position reads on.
+    ok = b2.read({TP: FetchPartition(1, 1 << 20, 1, last_fetched_epoch=0)}, -1, 1 << 20)
+    assert ok[TP].diverging_epoch is None and ok[TP].size > 0
+    # One that names a deposed leader's epoch is fenced.
+    stale = b2.read({TP: FetchPartition(1, 1 << 20, 0)}, -1, 1 << 20)
+    assert isinstance(stale[TP].error, FencedLeaderEpochError)

@@ -9,8 +9,12 @@ overlaps the caller's processing. Fetched RecordBatch v2 bytes are read in place
 poll's worth at a time. ListOffsets answers position resets and offset lookups.
 
 A fetch answered OFFSET_OUT_OF_RANGE resets the partition by ``auto_offset_reset``;
-leadership errors refresh metadata and retry. Not thread safe: the consumer's thread only
-(gRPC completes the futures on its own threads; only ``done()`` is read from them).
+leadership errors (FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH among them: each fetch names
+the leader epoch it expects) refresh metadata and retry. A fetch at the position names the
+epoch of the last record read, and a leader whose log diverged from it says where (KIP-320):
+records read and then lost to an unclean election are detected, not silently skipped. Not
+thread safe: the consumer's thread only (gRPC completes the futures on its own threads; only
+``done()`` is read from them).
 """
 
 from __future__ import annotations
@@ -221,6 +225,8 @@ class Fetcher:
                 state.records = []
                 state.index = 0
             state.position = taken[-1].offset + 1
+            if taken[-1].leader_epoch is not None:
+                state.last_epoch = taken[-1].leader_epoch
             limit -= len(taken)
             if self.key_deserializer is not None or self.value_deserializer is not None:
                 for r in taken:
@@ -304,15 +310,11 @@ class Fetcher:
                 isolation_level=self.isolation_level,
                 rack_id=str(self.config["client_rack"] or ""),
             )
-            max_partition = int(self.config["max_partition_fetch_bytes"])
             for topic, parts in _by_topic(offsets).items():
                 request.topics.add(
                     name=topic,
                     partitions=[
-                        fetch_pb2.FetchRequest.Partition(
-                            partition=p, fetch_offset=offset, partition_max_bytes=max_partition
-                        )
-                        for p, offset in parts
+                        self._fetch_partition(TopicPartition(topic, p), o) for p, o in parts
                     ],
                 )
             timeout = (self.config["request_timeout_ms"] + self.config["fetch_max_wait_ms"]) / 1000
@@ -326,6 +328,23 @@ class Fetcher:
             self._in_flight[fetch_id] = _InFlightFetch(
                 fetch_id, address, offsets, future, generations
             )
+
+    def _fetch_partition(self, tp: TopicPartition, offset: int) -> fetch_pb2.FetchRequest.Partition:
+        """With the leader epoch from metadata (a deposed or newer leader refuses the fetch)
+        and, at the position, the epoch of the record before it (the leader answers where its
+        log diverged, KIP-320)."""
+        out = fetch_pb2.FetchRequest.Partition(
+            partition=tp.partition,
+            fetch_offset=offset,
+            partition_max_bytes=int(self.config["max_partition_fetch_bytes"]),
+        )
+        epoch = self.cluster.leader_epoch(tp)
+        if epoch is not None:
+            out.current_leader_epoch = epoch
+        state = self.subscriptions.assignment[tp]
+        if state.last_epoch is not None and offset == state.position:
+            out.last_fetched_epoch = state.last_epoch
+        return out
 
     def await_fetches(self, timeout_s: float, wakeup: threading.Event) -> bool:
         """Wait up to ``timeout_s`` for an in-flight fetch and handle every finished one;
@@ -389,12 +408,39 @@ class Fetcher:
                     continue
                 self._fetch_error(tp, state, err, stale_metadata)
                 continue
+            if p.diverging_epoch is not None:
+                if fetched_at == state.position:
+                    self._diverged(tp, state, *p.diverging_epoch)
+                continue
             state.high_watermark = p.high_watermark
             if p.records_end > p.records_start:
                 state.add_fetched(data, p.records_start, p.records_end, p.next_offset)
         if stale_metadata:
             with contextlib.suppress(KafkaError):
                 self.cluster.refresh(stale_metadata)
+
+    def _diverged(self, tp: TopicPartition, state: PartitionState, epoch: int, end: int) -> None:
+        """The leader's log ends ``last_epoch`` (its largest epoch at or below it is
+        ``epoch``) at ``end``. Below the position: records this consumer read were truncated
+        (an unclean election): reset to where the logs agree, or fail without a reset policy,
+        as Kafka's consumer does. Otherwise the position stands under the leader's epoch."""
+        assert state.position is not None
+        if end < state.position:
+            if self.reset_default is None:
+                raise OffsetOutOfRangeError(
+                    f"Truncation detected for partition {tp} at offset {state.position} (the "
+                    f"leader's log ends epoch {epoch} at {end}), and auto.offset.reset is none"
+                )
+            _log.warning(
+                "Truncation detected for partition %s at offset %d, resetting offset to the "
+                "first offset known to diverge %d",
+                tp,
+                state.position,
+                end,
+            )
+            state.move(end, None)
+        else:
+            state.last_epoch = epoch
 
     def _fetch_error(
         self,

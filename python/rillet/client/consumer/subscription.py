@@ -46,6 +46,9 @@ class PartitionState:
     # Where the next fetch starts: after the last batch buffered (None: at the position).
     fetch_offset: int | None = None
     generation: int = 0
+    # The leader epoch of the record before the position (KIP-320): sent with a fetch at the
+    # position, so the leader can say where its log diverged; None after a seek or reset.
+    last_epoch: int | None = None
     high_watermark: int = -1
     fetching: bool = False  # a fetch for this partition is in flight
     retry_at: float = 0.0  # after an error: no fetch before this time.monotonic()
@@ -70,6 +73,7 @@ class PartitionState:
         """Read from ``offset`` next, or (``offset`` None) reset to ``reset_to``."""
         self.position = offset
         self.reset_to = reset_to
+        self.last_epoch = None
         self.clear()
 
     def add_fetched(self, data: bytes, start: int, end: int, next_offset: int) -> None:

@@ -107,9 +107,10 @@ class FetchRequest(_message.Message):
         Absent: not checked.
         """
         last_fetched_epoch: _builtins.int
-        """The epoch of the last record the fetcher has, at fetch_offset - 1 (KIP-595 style
-        truncation detection). If the leader's log diverges from that epoch at or before
-        fetch_offset, the result carries diverging_epoch and no records. Absent: not checked.
+        """The epoch of the last record the fetcher has, at fetch_offset - 1 (KIP-320 truncation
+        detection, for followers and consumers alike). If the leader's log diverges from that
+        epoch at or before fetch_offset, the result carries diverging_epoch and no records.
+        Absent: not checked.
         """
         def __init__(
             self,
