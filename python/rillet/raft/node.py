@@ -227,15 +227,22 @@ class RaftNode:
         return LeaderAndEpoch(self._quorum.leader_id, self._quorum.epoch)
 
     def describe_quorum(self) -> QuorumInfo | None:
-        """Replication progress as the leader sees it; None on any other replica."""
+        """Replication progress as the leader sees it; None on any other replica. The
+        leader's own fetch and caught-up times are now (as in Kafka's DescribeQuorum)."""
         state = self._quorum.state
         if not isinstance(state, LeaderState):
             return None
+        now = self._now_ms
         return QuorumInfo(
             leader_id=state.local_id,
             leader_epoch=state.epoch,
             high_watermark=self._high_watermark,
-            voters=tuple(replace(s) for s in state.voter_states.values()),
+            voters=tuple(
+                replace(s, last_fetch_ms=now, last_caught_up_ms=now)
+                if s.replica_id == state.local_id
+                else replace(s)
+                for s in state.voter_states.values()
+            ),
             observers=tuple(replace(s) for _, s in sorted(state.observer_states.items())),
         )
 

@@ -329,6 +329,12 @@ def test_describe_quorum_only_on_the_leader() -> None:
     assert info is not None
     assert (info.leader_id, info.leader_epoch, info.high_watermark) == (1, 1, 1)
     assert [(v.replica_id, v.log_end_offset) for v in info.voters] == [(1, 1), (2, 1), (3, 0)]
+    # The leader reports itself fetched and caught up now, never behind a follower.
+    node.tick(now + 500)
+    info = node.describe_quorum()
+    assert info is not None
+    assert (info.voters[0].last_fetch_ms, info.voters[0].last_caught_up_ms) == (now + 500,) * 2
+    assert info.voters[1].last_caught_up_ms == now
 
 
 def test_step_refuses_what_is_not_a_quorum_message() -> None:
