@@ -6,7 +6,9 @@ handling, and sends its ISR changes to the active controller (AlterPartition); a
 client (acks=all) and a consuming client talk to whichever broker their (possibly stale)
 metadata names as leader. Everything travels on the simulated network with its delays,
 losses and cuts; brokers crash (as kill -9 does: the page cache survives) and restart with a
-new incarnation.
+new incarnation; brokers and controllers pause (as SIGSTOP does: nothing runs, what is sent
+to them waits, and on resuming they act on it and on their overdue timers with a view of the
+cluster that is seconds old).
 
 Invariants, checked after every event (:meth:`ReplicationSimulation.check`):
 
@@ -66,6 +68,7 @@ class ReplicationOptions:
     request_timeout_ms: int = 1_500
     fault_interval_ms: tuple[int, int] = (500, 2_500)
     crash_downtime_ms: tuple[int, int] = (200, 4_000)
+    pause_ms: tuple[int, int] = (200, 3_000)
 
 
 # -- packets ---------------------------------------------------------------------------
@@ -289,6 +292,9 @@ class ReplicationSimulation(ClusterSimulation):
         self.produced = 0
         self.faults_on = True
         self.producing = True
+        # Paused nodes (SIGSTOP): node -> when it resumes. Nothing runs on it meanwhile; what
+        # is sent to it waits, and its timers fire late, all at once, when it resumes.
+        self.paused: dict[int, int] = {}
         # The topic is made on a healthy cluster; faults start once it exists.
         self._push(self.now + 100, "create")
         self._push(self.now + 100, "produce")
@@ -310,6 +316,7 @@ class ReplicationSimulation(ClusterSimulation):
 
     def crash_broker(self, node_id: int, downtime_ms: int) -> None:
         self.log(f"crash broker {node_id} for {downtime_ms} ms")
+        self.paused.pop(node_id, None)  # a stopped process can be killed too
         self.data[node_id].crash()
         self.pending.pop(node_id, None)  # a dead broker answers nothing
         self._tick_at.pop(node_id, None)
@@ -342,8 +349,45 @@ class ReplicationSimulation(ClusterSimulation):
 
     # -- events ----------------------------------------------------------------------------
 
+    def _owner(self, event: _Event) -> int | None:
+        """The node an event runs on (None: the clients or the simulation itself)."""
+        if event.kind == "deliver":
+            return int(event.data.destination_id)  # type: ignore[attr-defined]
+        if event.kind in ("tick", "lifecycle", "fetch", "expire"):
+            return event.data  # type: ignore[return-value]
+        if event.kind in ("fetch-timeout", "alter-timeout"):
+            return event.data[0]  # type: ignore[index,no-any-return]
+        return None
+
+    def pause(self, node_id: int, duration_ms: int) -> None:
+        if node_id in self.paused:
+            return
+        self.log(f"pause {node_id} for {duration_ms} ms")
+        self.paused[node_id] = self.now + duration_ms
+        self._push(self.now + duration_ms, "resume", node_id)
+
+    def _resume(self, node_id: int) -> None:
+        if self.paused.pop(node_id, None) is None:
+            return
+        self.log(f"resume {node_id}")
+        # Its timers were due while it was stopped: they fire now.
+        self._tick_at[node_id] = self.now
+        self._push(self.now, "tick", node_id)
+        if node_id in self.brokers and self.alive(node_id):
+            self._lifecycle_at[node_id] = self.now
+            self._push(self.now, "lifecycle", node_id)
+
     def _dispatch(self, event: _Event) -> None:
         kind = event.kind
+        owner = self._owner(event)
+        if owner is not None and owner in self.paused:
+            if kind not in ("tick", "lifecycle"):  # those are re-armed on resume
+                self._push(self.paused[owner], kind, event.data)
+            return
+        if kind == "resume":
+            assert isinstance(event.data, int)
+            self._resume(event.data)
+            return
         if kind == "deliver":
             self._deliver(event.data)  # type: ignore[arg-type]
         elif kind == "fetch":
@@ -722,6 +766,9 @@ class ReplicationSimulation(ClusterSimulation):
             a, b = self.rng.sample([*self.broker_ids, *self.controller_ids], 2)
             self.blocked.add((a, b))  # one way only
             self.log(f"cut {a} -> {b}")
+        elif roll < 0.8:
+            victim = self.rng.choice([*live, *self.controller_ids])
+            self.pause(victim, self.rng.randint(*self.data_options.pause_ms))
         else:
             self.heal()
 
@@ -773,6 +820,8 @@ class ReplicationSimulation(ClusterSimulation):
         self.faults_on = False
         self.producing = False
         self.heal()
+        for node in list(self.paused):
+            self._resume(node)
         for b in self.broker_ids:
             if not self.alive(b):
                 self._restart(b)
