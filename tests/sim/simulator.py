@@ -8,7 +8,10 @@ the next event is due. Each node runs the real :class:`~rillet.raft.node.RaftNod
 tiny driver that honours the contract of :mod:`rillet.raft` (persist and flush, then send,
 then apply).
 
-Crashes lose exactly what is not durable. The quorum state is durable once persisted; the
+Nodes take snapshots of their state (the entries applied) every few entries and, in some
+worlds, let the log go behind them (KIP-630), so a lagging or wiped node must load the
+leader's snapshot over FetchSnapshot before it can fetch again. Crashes lose exactly what is
+not durable. The quorum state is durable once persisted; the
 log (:class:`~rillet.raft.memory.MemoryRaftLog`) goes back to its last flush. A crash either
 happens between two events (everything was persisted) or, half the time, right after the node
 handled its next input and before its driver acted on the outputs, so that in-memory votes,
@@ -37,6 +40,7 @@ from rillet.raft import (
     Outputs,
     RaftConfig,
     RaftNode,
+    SnapshotId,
     VoteResponse,
 )
 
@@ -55,10 +59,15 @@ def describe_message(m: Message) -> str:
             f in ("source_id", "destination_id")
             or (f in ("records", "pre_vote") and not value)
             or (f == "error" and str(value) == "NONE")
-            or (f in ("diverging_epoch", "high_watermark", "leader_id") and value is None)
+            or (
+                f in ("diverging_epoch", "snapshot_id", "high_watermark", "leader_id")
+                and value is None
+            )
         )
         if omitted:
             continue
+        if f == "data":
+            value = f"<{len(value)} bytes>"
         if f == "records":
             value = "[" + " ".join(f"{e.offset}@{e.epoch}" for e in value) + "]"
         parts.append(f"{f}={value}")
@@ -82,6 +91,10 @@ class SimOptions:
     propose_interval_ms: int = 150
     # Chance that a voter crashes within 50 ms of granting a vote (and is back within 300 ms).
     crash_after_vote_rate: float = 0.2
+    # Each node snapshots its state after this many newly applied entries (0: never), and
+    # then lets its log go behind the snapshot with this chance.
+    snapshot_every: int = 0
+    delete_behind_snapshot_rate: float = 0.0
     raft: RaftConfig = field(
         default_factory=lambda: RaftConfig(
             election_timeout_ms=1000,
@@ -99,6 +112,10 @@ class SimOptions:
         """Draw a world from ``seed``: 3 or 5 voters, 1-2 observers, a fault mix."""
         r = random.Random(seed * 7919 + 17)
         voters = 3 if seed % 2 == 0 else 5
+        # Drawn apart, so that the worlds drawn before snapshots existed stay the same.
+        snapshots = random.Random(seed * 31 + 5)
+        snapshot_every = snapshots.choice([0, 0, 7, 25])
+        snapshot_chunk = snapshots.choice([64, 1 << 20])
         return cls(
             voters=voters,
             observers=r.randint(1, 2),
@@ -108,6 +125,8 @@ class SimOptions:
             fault_interval_ms=r.choice([800, 1_500, 3_000]),
             crash_downtime_ms=r.choice([(100, 3_000), (20, 500)]),
             propose_interval_ms=r.choice([80, 150, 300]),
+            snapshot_every=snapshot_every,
+            delete_behind_snapshot_rate=0.0 if snapshot_every == 0 else 0.7,
             raft=RaftConfig(
                 election_timeout_ms=1000,
                 election_backoff_max_ms=1000,
@@ -120,8 +139,24 @@ class SimOptions:
                 fetch_max_entries=r.choice([1, 5, 20, 100]),
                 pre_vote=r.random() < 0.7,
                 check_quorum=r.random() < 0.8,
+                fetch_snapshot_max_bytes=snapshot_chunk,
             ),
         )
+
+
+def encode_state(entries: list[Entry]) -> bytes:
+    """A simulated state machine's snapshot: the entries it applied, one per line."""
+    return b"".join(
+        f"{e.offset} {e.epoch} {int(e.control)} {e.payload.hex()}\n".encode() for e in entries
+    )
+
+
+def decode_state(data: bytes) -> list[Entry]:
+    out = []
+    for line in data.decode().splitlines():
+        offset, epoch, control, payload = line.split(" ")
+        out.append(Entry(int(offset), int(epoch), bytes.fromhex(payload), control == "1"))
+    return out
 
 
 class SimNode:
@@ -138,6 +173,7 @@ class SimNode:
         self.tick_at: int | None = None
         # Per incarnation: what the driver saw and applied.
         self.applied: list[Entry] = []
+        self.snapshot_at = 0
         self.high_watermark = 0
         self.epoch = 0
         self.leader_epoch_seen = -1
@@ -196,6 +232,8 @@ class Invariants:
                 f"{out.high_watermark}"
             )
         sn.high_watermark = out.high_watermark
+        if out.load_snapshot is not None:
+            self._load_snapshot(sn, out.load_snapshot)
         for entry in out.committed:
             if entry.offset != len(sn.applied):
                 self.fail(f"node {sn.node_id} applied {entry} after {len(sn.applied)} entries")
@@ -220,6 +258,20 @@ class Invariants:
                 f"{out.high_watermark}"
             )
 
+    def _load_snapshot(self, sn: SimNode, snapshot_id: SnapshotId) -> None:
+        """A node replaces its state with a snapshot: the committed entries up to its end."""
+        size = sn.log.snapshot_size(snapshot_id)
+        state = decode_state(sn.log.read_snapshot(snapshot_id, 0, size))
+        if len(state) != snapshot_id.end_offset or state != self.committed[: len(state)]:
+            self.fail(
+                f"node {sn.node_id} loaded snapshot {snapshot_id} holding "
+                f"{len(state)} entries that are not the committed ones"
+            )
+        if len(state) < len(sn.applied):
+            self.fail(f"node {sn.node_id} loaded {snapshot_id} after applying {len(sn.applied)}")
+        sn.applied = state
+        sn.snapshot_at = len(state)
+
     def check(self) -> None:
         sim = self.sim
         last = self.committed[-1] if self.committed else None
@@ -236,7 +288,7 @@ class Invariants:
                     self.fail(f"two leaders in epoch {raft.epoch}: {leader} and {sn.node_id}")
                 if sn.leader_epoch_seen != raft.epoch:
                     sn.leader_epoch_seen = raft.epoch
-                    if last is not None:
+                    if last is not None and not _in_snapshot(raft.log, last.offset):
                         has_it = raft.log.end_offset > last.offset
                         held = raft.log.read(last.offset, 1) if has_it else []
                         if held != [last]:
@@ -247,10 +299,16 @@ class Invariants:
             holders = [
                 sn.node_id
                 for sn in sim.nodes.values()
-                if sn.is_voter and sn.log.durable_entry(last.offset) == last
+                if sn.is_voter
+                and (sn.log.durable_entry(last.offset) == last or _in_snapshot(sn.log, last.offset))
             ]
             if len(holders) < len(sim.voter_ids) // 2 + 1:
                 self.fail(f"committed {last} is durable only on {holders}")
+
+
+def _in_snapshot(log: MemoryRaftLog, offset: int) -> bool:
+    """``offset`` is covered by a snapshot the log holds (durable, like all its snapshots)."""
+    return any(s.end_offset > offset for s in log.snapshot_ids())
 
 
 @dataclass(order=True)
@@ -369,7 +427,13 @@ class Simulation:
     def _boot(self, sn: SimNode) -> None:
         sn.incarnation += 1
         sn.applied = []
-        sn.high_watermark = 0
+        snapshots = sn.log.snapshot_ids()
+        if snapshots:
+            # Start from the latest snapshot, as a real driver does.
+            latest = snapshots[-1]
+            sn.applied = decode_state(sn.log.read_snapshot(latest, 0, sn.log.snapshot_size(latest)))
+        sn.snapshot_at = len(sn.applied)
+        sn.high_watermark = len(sn.applied)
         sn.epoch = 0
         sn.leader_epoch_seen = -1
         sn.crash_pending = False
@@ -382,8 +446,12 @@ class Simulation:
             rng=random.Random(self.rng.getrandbits(64)),
             now_ms=self.now,
             config=self.options.raft,
+            applied_offset=len(sn.applied),
         )
-        self.log(f"boot {sn.node_id} as {sn.raft.state!r} (log end {sn.log.end_offset})")
+        self.log(
+            f"boot {sn.node_id} as {sn.raft.state!r} (log [{sn.log.log_start_offset}, "
+            f"{sn.log.end_offset}), {len(sn.applied)} applied from a snapshot)"
+        )
         sn.raft.tick(self.now)
         self._after_input(sn)
 
@@ -429,12 +497,24 @@ class Simulation:
                 # and come back while the election is still on.
                 self._push(self.now + self.rng.randint(1, 50), "crash", sn.node_id)
         self.invariants.on_outputs(sn, out)
+        self._maybe_snapshot(sn)
         if out.leader_change is not None:
             self.log(f"node {sn.node_id}: {raft.state!r}")
         deadline = raft.next_deadline_ms()
         if deadline is not None and (sn.tick_at is None or deadline < sn.tick_at):
             sn.tick_at = max(deadline, self.now)
             self._push(sn.tick_at, "tick", (sn.node_id, sn.incarnation))
+
+    def _maybe_snapshot(self, sn: SimNode) -> None:
+        every = self.options.snapshot_every
+        if every == 0 or len(sn.applied) - sn.snapshot_at < every:
+            return
+        snapshot_id = SnapshotId(len(sn.applied), sn.applied[-1].epoch)
+        sn.log.create_snapshot(snapshot_id, encode_state(sn.applied))
+        sn.snapshot_at = len(sn.applied)
+        if self.rng.random() < self.options.delete_behind_snapshot_rate:
+            sn.log.delete_before_snapshot(snapshot_id)
+            self.log(f"node {sn.node_id}: snapshot {snapshot_id}, log starts there")
 
     # -- the network -----------------------------------------------------------------------
 
@@ -477,6 +557,7 @@ class Simulation:
         ids = sorted(self.nodes)
         kind = self.rng.choice(
             ["partition", "isolate", "cut", "heal", "crash", "crash", "crash-leader", "shutdown"]
+            + (["wipe-observer"] if self.options.snapshot_every else [])
         )
         if kind == "partition":
             side = set(self.rng.sample(ids, self.rng.randint(1, len(ids) - 1)))
@@ -505,6 +586,18 @@ class Simulation:
                 sn.raft.resign(self.now)
                 self._after_input(sn)
                 self._push(self.now + self.rng.randint(10, 300), "stop", sn.node_id)
+        elif kind == "wipe-observer":
+            # A new observer (a broker whose disk was replaced): it starts from nothing, and
+            # from the leader's snapshot if the leader's log no longer starts at 0.
+            observers = [sn for sn in self.nodes.values() if not sn.is_voter]
+            if observers:
+                sn = self.rng.choice(observers)
+                if sn.raft is not None:
+                    self._crash(sn, "to be wiped", restart=True)
+                sn.log = MemoryRaftLog()
+                sn.store = MemoryQuorumStateStore()
+                sn.persisted_epoch = 0
+                self.log(f"wipe observer {sn.node_id}")
         elif kind == "crash-leader":
             for sn in self.leaders():
                 if self.rng.random() < 0.5:

@@ -5,7 +5,7 @@ Layout::
     config.py     RaftConfig: timeouts and sizes, Kafka's controller.quorum.* knobs
     log.py        Entry, EpochEndOffset, the RaftLog Protocol, fetch-position validation
     store.py      ElectionState (epoch, voted id, leader id), the QuorumStateStore Protocol
-    messages.py   Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch requests and responses
+    messages.py   Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot messages
     state.py      one class per role, and QuorumState, the owner of the legal transitions
     node.py       RaftNode (inputs: tick, step, propose, resign; output: poll) and Outputs
     memory.py     in-memory RaftLog and QuorumStateStore (tests, the simulator)
@@ -33,8 +33,10 @@ The driver's loop, in the style of etcd's ``Ready``::
             flush(log)                        #    and the log's appends and truncations too
         for message in out.messages:
             send(message)                     # 2. then send
+        if out.load_snapshot is not None:
+            load(out.load_snapshot)           # 3. then replace the state with a fetched snapshot
         for entry in out.committed:
-            apply(entry)                      # 3. then apply, in order, each exactly once
+            apply(entry)                      #    and apply, in order, each exactly once
 
 That order is the contract: persist entries and quorum state, then send messages, then apply
 committed entries. A vote or an epoch is only ever acknowledged by a message, so it is durable
@@ -46,7 +48,14 @@ inputs) and finish acting on it before the next input.
 from __future__ import annotations
 
 from rillet.raft.config import RaftConfig
-from rillet.raft.log import Entry, EpochEndOffset, RaftLog, validate_offset_and_epoch
+from rillet.raft.log import (
+    Entry,
+    EpochEndOffset,
+    FetchPosition,
+    RaftLog,
+    SnapshotId,
+    validate_offset_and_epoch,
+)
 from rillet.raft.memory import MemoryQuorumStateStore, MemoryRaftLog
 from rillet.raft.messages import (
     BeginQuorumEpochRequest,
@@ -56,6 +65,8 @@ from rillet.raft.messages import (
     Errors,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderChangeMessage,
     Message,
     RaftMessage,
@@ -94,8 +105,11 @@ __all__ = [
     "EpochEndOffset",
     "EpochState",
     "Errors",
+    "FetchPosition",
     "FetchRequest",
     "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "FollowerState",
     "IllegalTransitionError",
     "LeaderAndEpoch",
@@ -115,6 +129,7 @@ __all__ = [
     "RaftNode",
     "ReplicaState",
     "ResignedState",
+    "SnapshotId",
     "UnattachedState",
     "VoteRequest",
     "VoteResponse",

@@ -28,6 +28,7 @@ class RaftConfig:
     ``retry_backoff_ms``: base of every backoff (after an error, and of the election backoff).
     ``fetch_max_wait_ms``: how long the leader parks a fetch that has nothing new to return.
     ``fetch_max_entries``: most entries one fetch response carries.
+    ``fetch_snapshot_max_bytes``: most snapshot bytes one FetchSnapshot response carries.
     ``pre_vote``: run a pre-vote round (KIP-996) before bumping the epoch, so a voter that
     cannot reach the leader does not disrupt a healthy quorum.
     ``check_quorum``: let a leader that has not heard from a majority resign.
@@ -40,6 +41,7 @@ class RaftConfig:
     retry_backoff_ms: int = 20
     fetch_max_wait_ms: int = 500
     fetch_max_entries: int = 1000
+    fetch_snapshot_max_bytes: int = 1 << 20
     pre_vote: bool = True
     check_quorum: bool = True
 
@@ -49,6 +51,7 @@ class RaftConfig:
             "fetch_timeout_ms",
             "request_timeout_ms",
             "fetch_max_entries",
+            "fetch_snapshot_max_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from rillet.errors import NotControllerError, NotLeaderError
-from rillet.raft.log import Entry, RaftLog
+from rillet.raft.log import Entry, RaftLog, SnapshotId
 from rillet.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -27,6 +27,8 @@ from rillet.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
@@ -44,6 +46,7 @@ _RESPONSE_OF = {
     BeginQuorumEpochResponse: BeginQuorumEpochRequest,
     EndQuorumEpochResponse: EndQuorumEpochRequest,
     FetchResponse: FetchRequest,
+    FetchSnapshotResponse: FetchSnapshotRequest,
 }
 
 
@@ -65,8 +68,10 @@ class RaftTransport(Protocol):
 
 class RaftDriver:
     """Runs one RaftNode. ``on_commit(entries)`` receives committed entries in order;
-    ``on_leader_change(leader)`` every change of the known leader or epoch. Not thread safe:
-    every method runs on the event loop."""
+    ``on_load_snapshot(snapshot_id)`` a snapshot fetched from the leader, whose state replaces
+    the state machine's before the entries after it arrive; ``on_leader_change(leader)``
+    every change of the known leader or epoch. Not thread safe: every method runs on the
+    event loop."""
 
     def __init__(
         self,
@@ -77,6 +82,7 @@ class RaftDriver:
         transport: RaftTransport,
         on_commit: Callable[[Sequence[Entry]], None],
         on_leader_change: Callable[[LeaderAndEpoch], None] = lambda _: None,
+        on_load_snapshot: Callable[[SnapshotId], None] = lambda _: None,
     ) -> None:
         self.node = node
         self.store = store
@@ -85,6 +91,7 @@ class RaftDriver:
         self.transport = transport
         self.on_commit = on_commit
         self.on_leader_change = on_leader_change
+        self.on_load_snapshot = on_load_snapshot
         self._wake = asyncio.Event()
         self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -194,6 +201,8 @@ class RaftDriver:
             task = asyncio.get_running_loop().create_task(self._send(m))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        if out.load_snapshot is not None:
+            self.on_load_snapshot(out.load_snapshot)
         if out.committed:
             self.on_commit(out.committed)
         hw = out.high_watermark

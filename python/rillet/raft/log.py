@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-__all__ = ["Entry", "EpochEndOffset", "RaftLog", "validate_offset_and_epoch"]
+__all__ = [
+    "Entry",
+    "EpochEndOffset",
+    "FetchPosition",
+    "RaftLog",
+    "SnapshotId",
+    "validate_offset_and_epoch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,23 @@ class EpochEndOffset(NamedTuple):
     end_offset: int
 
 
+class SnapshotId(NamedTuple):
+    """A snapshot of the state machine (KIP-630): the state after applying every entry below
+    ``end_offset``, where ``epoch`` is the epoch of the entry at ``end_offset - 1``. Ordered
+    as Kafka's ``OffsetAndEpoch``: by end offset, then epoch."""
+
+    end_offset: int
+    epoch: int
+
+
+class FetchPosition(NamedTuple):
+    """The leader's verdict on a fetcher's position (Kafka's ``ValidOffsetAndEpoch``): at
+    most one of the two is set; neither means the position is consistent with the log."""
+
+    diverging: EpochEndOffset | None = None
+    snapshot: SnapshotId | None = None
+
+
 class RaftLog(Protocol):
     """The log store the Raft core appends to and reads from (the metadata log).
 
@@ -51,7 +75,8 @@ class RaftLog(Protocol):
 
     @property
     def log_start_offset(self) -> int:
-        """Offset of the first entry still held (0 until snapshots compact the log)."""
+        """Offset of the first entry still held: 0, or, once a snapshot let the prefix go,
+        the end offset of the earliest snapshot kept (or a little below it)."""
         ...
 
     @property
@@ -61,7 +86,8 @@ class RaftLog(Protocol):
 
     @property
     def last_fetched_epoch(self) -> int:
-        """Epoch of the last entry, 0 when the log is empty."""
+        """Epoch of the last entry; when the log holds none, the latest snapshot's epoch (0
+        without one)."""
         ...
 
     def append_as_leader(
@@ -92,22 +118,89 @@ class RaftLog(Protocol):
         """
         ...
 
+    # -- snapshots (KIP-630) -----------------------------------------------------------------
+
+    def snapshot_ids(self) -> list[SnapshotId]:
+        """The complete snapshots held, oldest first."""
+        ...
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` of a snapshot's bytes from ``position``. Raises KeyError when
+        the snapshot is not held and IndexError when ``position`` is past its end."""
+        ...
+
+    def snapshot_size(self, snapshot_id: SnapshotId) -> int:
+        """A held snapshot's size in bytes (KeyError when it is not held)."""
+        ...
+
+    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Store a complete snapshot, durably and atomically (a crash leaves it whole or
+        absent). It must be newer than every snapshot held."""
+        ...
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool:
+        """Let go of every entry below a held snapshot (the log start offset moves to its end
+        offset) and of the older snapshots; return whether anything moved. The driver may call
+        it only for a snapshot of committed entries (at most the high watermark)."""
+        ...
+
+    def truncate_to_latest_snapshot(self, *, force: bool = False) -> bool:
+        """If the latest snapshot is ahead of the log (a later epoch, or the same epoch and a
+        larger end offset), or with ``force``, drop every entry and restart the log empty at
+        the snapshot's end offset, durably (Kafka's ``truncateToLatestSnapshot``: a follower
+        installing a fetched snapshot, or reopening after a crash while installing one).
+        Returns whether it did."""
+        ...
+
+
+def latest_snapshot_id(log: RaftLog) -> SnapshotId | None:
+    ids = log.snapshot_ids()
+    return ids[-1] if ids else None
+
+
+def earliest_snapshot_id(log: RaftLog) -> SnapshotId | None:
+    ids = log.snapshot_ids()
+    return ids[0] if ids else None
+
+
+def end_offset_for_epoch(log: RaftLog, epoch: int) -> EpochEndOffset:
+    """:meth:`RaftLog.end_offset_for_epoch`, where an epoch older than every epoch the log
+    still holds ends at the earliest snapshot (whose end offset is where the log starts)."""
+    end = log.end_offset_for_epoch(epoch)
+    earliest = earliest_snapshot_id(log)
+    if earliest is not None and end.epoch == epoch and end.end_offset == earliest.end_offset:
+        return EpochEndOffset(earliest.epoch, earliest.end_offset)
+    return end
+
 
 def validate_offset_and_epoch(
     log: RaftLog, fetch_offset: int, last_fetched_epoch: int
-) -> EpochEndOffset | None:
-    """Check a fetcher's position against ``log``; return the diverging epoch, or None.
+) -> FetchPosition:
+    """Check a fetcher's position against ``log`` (Kafka's ``validateOffsetAndEpoch``).
 
-    The position ``(fetch_offset, last_fetched_epoch)`` is consistent with the log when the log
-    holds ``last_fetched_epoch`` and that epoch does not end before ``fetch_offset``; by log
-    matching the fetcher's log then equals this log below ``fetch_offset``. Otherwise the
+    The fetcher needs a snapshot when the log no longer holds what would tell: its position is
+    below the log start offset, or at it with another epoch than the snapshot there, or its
+    epoch is older than the earliest snapshot's. Otherwise the position
+    ``(fetch_offset, last_fetched_epoch)`` is consistent with the log when the log holds
+    ``last_fetched_epoch`` and that epoch does not end before ``fetch_offset``; by log
+    matching the fetcher's log then equals this log below ``fetch_offset``. Failing that the
     answer is where the largest epoch not above ``last_fetched_epoch`` ends here, which the
     fetcher truncates to (KIP-595, "Fetch": DivergingEpoch).
     """
-    if fetch_offset == 0:
+    start = log.log_start_offset
+    if fetch_offset == 0 and start == 0:
         # An empty prefix matches every log.
-        return None
-    end = log.end_offset_for_epoch(last_fetched_epoch)
+        return FetchPosition()
+    earliest = earliest_snapshot_id(log)
+    if earliest is not None and (
+        fetch_offset < start
+        or (fetch_offset == start and last_fetched_epoch != earliest.epoch)
+        or last_fetched_epoch < earliest.epoch
+    ):
+        latest = latest_snapshot_id(log)
+        assert latest is not None
+        return FetchPosition(snapshot=latest)
+    end = end_offset_for_epoch(log, last_fetched_epoch)
     if end.epoch != last_fetched_epoch or end.end_offset < fetch_offset:
-        return end
-    return None
+        return FetchPosition(diverging=end)
+    return FetchPosition()

@@ -13,25 +13,31 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from rillet.raft.log import Entry, EpochEndOffset
+from rillet.raft.log import Entry, EpochEndOffset, SnapshotId
 from rillet.raft.store import ElectionState
 
 __all__ = ["MemoryQuorumStateStore", "MemoryRaftLog"]
 
 
 class MemoryRaftLog:
-    """A list of entries plus a leader-epoch cache of ``(epoch, start offset)`` pairs.
+    """A list of entries from ``log_start_offset`` on, a leader-epoch cache of
+    ``(epoch, start offset)`` pairs, and snapshots.
 
     Appends check what a real log checks: offsets contiguous from the end, epochs never
-    decreasing. The log start offset stays 0 (no snapshots).
+    decreasing. Snapshots are durable when created, and moving the log start offset or
+    restarting the log at a snapshot is durable at once, as the file-backed log's are (its
+    segment deletions and creations are synced); appends and truncations wait for a flush.
     """
 
     def __init__(self, entries: Sequence[Entry] = ()) -> None:
+        self._start = self._durable_start = 0
         self._entries: list[Entry] = []
         self._epochs: list[tuple[int, int]] = []
         self._durable: list[Entry] = []
         self._dirty = False
+        self._snapshots: dict[SnapshotId, bytes] = {}
         if entries:
+            self._start = self._durable_start = entries[0].offset
             self.append_as_follower(entries)
             self.flush()
 
@@ -39,15 +45,18 @@ class MemoryRaftLog:
 
     @property
     def log_start_offset(self) -> int:
-        return 0
+        return self._start
 
     @property
     def end_offset(self) -> int:
-        return len(self._entries)
+        return self._start + len(self._entries)
 
     @property
     def last_fetched_epoch(self) -> int:
-        return self._entries[-1].epoch if self._entries else 0
+        if self._entries:
+            return self._entries[-1].epoch
+        latest = max(self._snapshots, default=None)
+        return latest.epoch if latest is not None else 0
 
     def append_as_leader(
         self, payloads: Sequence[bytes], epoch: int, *, control: bool = False
@@ -80,16 +89,19 @@ class MemoryRaftLog:
         self._dirty = True
 
     def read(self, from_offset: int, max_entries: int) -> list[Entry]:
-        if not 0 <= from_offset <= self.end_offset:
-            raise ValueError(f"offset {from_offset} is outside the log [0, {self.end_offset}]")
-        return self._entries[from_offset : from_offset + max(0, max_entries)]
+        if not self._start <= from_offset <= self.end_offset:
+            raise ValueError(
+                f"offset {from_offset} is outside the log [{self._start}, {self.end_offset}]"
+            )
+        i = from_offset - self._start
+        return self._entries[i : i + max(0, max_entries)]
 
     def truncate_to(self, offset: int) -> None:
-        if offset < 0:
-            raise ValueError(f"cannot truncate to {offset}")
+        if offset < self._start:
+            raise ValueError(f"cannot truncate to {offset}, below the log start {self._start}")
         if offset >= self.end_offset:
             return
-        del self._entries[offset:]
+        del self._entries[offset - self._start :]
         while self._epochs and self._epochs[-1][1] >= offset:
             self._epochs.pop()
         self._dirty = True
@@ -105,33 +117,102 @@ class MemoryRaftLog:
             return EpochEndOffset(found_epoch, self._epochs[i + 1][1])
         return EpochEndOffset(found_epoch, self.end_offset)
 
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def snapshot_ids(self) -> list[SnapshotId]:
+        return sorted(self._snapshots)
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        data = self._snapshots[snapshot_id]
+        if not 0 <= position <= len(data):
+            raise IndexError(f"position {position} is outside snapshot {snapshot_id}")
+        return data[position : position + max(0, max_bytes)]
+
+    def snapshot_size(self, snapshot_id: SnapshotId) -> int:
+        return len(self._snapshots[snapshot_id])
+
+    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        latest = max(self._snapshots, default=None)
+        if latest is not None and (
+            latest.end_offset > snapshot_id.end_offset or latest.epoch > snapshot_id.epoch
+        ):
+            raise ValueError(f"snapshot {snapshot_id} is older than the latest, {latest}")
+        self._snapshots[snapshot_id] = bytes(data)
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool:
+        if (
+            snapshot_id not in self._snapshots
+            or snapshot_id.end_offset <= self._start
+            or snapshot_id.end_offset > self.end_offset
+        ):
+            return False
+        self._drop_prefix(snapshot_id.end_offset)
+        self._forget_snapshots_before(snapshot_id)
+        return True
+
+    def truncate_to_latest_snapshot(self, *, force: bool = False) -> bool:
+        latest = max(self._snapshots, default=None)
+        if latest is None:
+            return False
+        last_epoch = self._entries[-1].epoch if self._entries else 0
+        if (
+            force
+            or latest.epoch > last_epoch
+            or (latest.epoch == last_epoch and latest.end_offset > self.end_offset)
+        ):
+            self._start = latest.end_offset
+            self._entries = []
+            self._epochs = []
+            self._durable = []
+            self._durable_start = self._start
+            self._dirty = False
+            self._forget_snapshots_before(latest)
+            return True
+        return False
+
+    def _drop_prefix(self, offset: int) -> None:
+        """Entries below ``offset`` go, in memory and on "disk" alike."""
+        cut = offset - self._start
+        del self._entries[:cut]
+        self._durable = [e for e in self._durable if e.offset >= offset]
+        self._start = self._durable_start = offset
+        covering = [i for i, (_, start) in enumerate(self._epochs) if start <= offset]
+        if covering:
+            i = covering[-1]
+            self._epochs = [(self._epochs[i][0], offset), *self._epochs[i + 1 :]]
+
+    def _forget_snapshots_before(self, snapshot_id: SnapshotId) -> None:
+        for old in [s for s in self._snapshots if s < snapshot_id]:
+            del self._snapshots[old]
+
     # -- durability ----------------------------------------------------------------------------
 
     def flush(self) -> None:
         """Make every append and truncation so far durable."""
         if self._dirty:
             self._durable = list(self._entries)
+            self._durable_start = self._start
             self._dirty = False
 
     def lose_unflushed(self) -> None:
         """What a crash does: go back to the last flushed image."""
         if self._dirty:
-            durable = self._durable
-            self._entries = []
+            self._start = self._durable_start
+            self._entries = list(self._durable)
             self._epochs = []
-            self._durable = []
-            if durable:
-                self.append_as_follower(durable)
-            self._durable = durable
+            for e in self._entries:
+                if not self._epochs or e.epoch > self._epochs[-1][0]:
+                    self._epochs.append((e.epoch, e.offset))
             self._dirty = False
 
     @property
     def flushed_end_offset(self) -> int:
-        return len(self._durable)
+        return self._durable_start + len(self._durable)
 
     def durable_entry(self, offset: int) -> Entry | None:
         """The flushed entry at ``offset``, if there is one."""
-        return self._durable[offset] if 0 <= offset < len(self._durable) else None
+        i = offset - self._durable_start
+        return self._durable[i] if 0 <= i < len(self._durable) else None
 
     # -- inspection ----------------------------------------------------------------------------
 
@@ -143,7 +224,10 @@ class MemoryRaftLog:
         return list(self._epochs)
 
     def __repr__(self) -> str:
-        return f"MemoryRaftLog(end_offset={self.end_offset}, epochs={self._epochs})"
+        return (
+            f"MemoryRaftLog(start={self._start}, end_offset={self.end_offset}, "
+            f"epochs={self._epochs}, snapshots={sorted(self._snapshots)})"
+        )
 
 
 class MemoryQuorumStateStore:

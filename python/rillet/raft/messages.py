@@ -1,4 +1,5 @@
-"""The quorum's RPCs (KIP-595): Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch.
+"""The quorum's RPCs: Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch (KIP-595), and
+FetchSnapshot (KIP-630).
 
 Every message is a frozen dataclass that carries its sender (``source_id``) and its addressee
 (``destination_id``); the core never talks to a socket, so a driver maps these onto its
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
-from rillet.raft.log import Entry, EpochEndOffset
+from rillet.raft.log import Entry, EpochEndOffset, SnapshotId
 
 __all__ = [
     "BeginQuorumEpochRequest",
@@ -27,6 +28,8 @@ __all__ = [
     "Errors",
     "FetchRequest",
     "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "LeaderChangeMessage",
     "Message",
     "RaftMessage",
@@ -48,8 +51,12 @@ class Errors(StrEnum):
     # The sender is not one of the receiver's voters (a Vote from an observer, say).
     INCONSISTENT_VOTER_SET = "INCONSISTENT_VOTER_SET"
     INVALID_REQUEST = "INVALID_REQUEST"
-    # The fetch offset is below the log start offset: the fetcher needs a snapshot (KIP-630).
+    # The fetch offset is below the log start offset and there is no snapshot to send.
     OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+    # FetchSnapshot: the leader no longer (or never) held the snapshot named (KIP-630).
+    SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"
+    # FetchSnapshot: the position is past the snapshot's end.
+    POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,6 +155,8 @@ class FetchResponse(RaftMessage):
 
     ``diverging_epoch`` is set when the fetcher's position is inconsistent with the leader's
     log: the fetcher truncates to where that epoch ends (on both sides) and fetches again.
+    ``snapshot_id`` is set when the leader's log no longer holds what the fetcher needs: the
+    fetcher loads that snapshot (FetchSnapshot) and fetches from its end offset.
     ``high_watermark`` is None when the responder is not the leader or does not know it.
     """
 
@@ -159,6 +168,33 @@ class FetchResponse(RaftMessage):
     last_fetched_epoch: int
     records: tuple[Entry, ...] = ()
     diverging_epoch: EpochEndOffset | None = None
+    snapshot_id: SnapshotId | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FetchSnapshotRequest(RaftMessage):
+    """A follower or observer reads the leader's snapshot ``snapshot_id`` from byte
+    ``position`` (KIP-630 "FetchSnapshot"), at most ``max_bytes`` at a time."""
+
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FetchSnapshotResponse(RaftMessage):
+    """A chunk of the snapshot: ``data`` are its bytes from ``position``; ``size`` is the
+    whole snapshot's. The fetcher has the snapshot once ``position + len(data) == size``."""
+
+    error: Errors = Errors.NONE
+    leader_id: int | None
+    leader_epoch: int
+    snapshot_id: SnapshotId
+    size: int = 0
+    position: int = 0
+    data: bytes = b""
 
 
 Message: TypeAlias = (
@@ -170,6 +206,8 @@ Message: TypeAlias = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )
 
 

@@ -5,16 +5,26 @@ Each Raft entry is one record of a RecordBatch whose partition leader epoch is t
 epoch; a leader's proposal is one batch, so epochs change only at batch boundaries, which is
 where Raft truncates. Control entries (the leader-change entry) are control batches. A
 batch's timestamp comes from the injected clock; nothing reads it back.
+
+Snapshots (KIP-630) live beside the segments as Kafka names them,
+``<end offset, 20 digits>-<epoch, 10 digits>.checkpoint``: written whole to a ``.part`` file,
+synced and renamed, so a crash leaves a snapshot whole or absent. Opening deletes ``.part``
+leftovers and snapshots older than the log start offset, and restarts the log at the latest
+snapshot when that is ahead of the log (a follower that crashed while installing one). The
+log start offset moves only to a snapshot's end offset (:meth:`MetadataLog.delete_before_snapshot`),
+so everything below it is in that snapshot; segments wholly below it are deleted then.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from rillet._core import BatchBuilder, Log, LogConfig, decode_batches
 from rillet.errors import KafkaStorageError
-from rillet.raft.log import Entry, EpochEndOffset
+from rillet.metadata.topic_names import METADATA_TOPIC
+from rillet.raft.log import Entry, EpochEndOffset, SnapshotId
 from rillet.scheduler import Clock, wall_clock_ms
 
 __all__ = [
@@ -22,10 +32,28 @@ __all__ = [
     "MetadataLog",
     "batches_to_entries",
     "entries_to_batches",
+    "parse_snapshot_name",
+    "snapshot_name",
 ]
 
-METADATA_TOPIC = "__cluster_metadata"
 _READ_BYTES = 8 << 20
+SNAPSHOT_SUFFIX = ".checkpoint"
+PARTIAL_SUFFIX = ".part"
+
+
+def snapshot_name(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_name(name: str) -> SnapshotId | None:
+    """The snapshot a complete snapshot file's name stands for (None for any other file)."""
+    stem = name.removesuffix(SNAPSHOT_SUFFIX)
+    if stem == name or len(stem) != 31 or stem[20] != "-":
+        return None
+    offset, epoch = stem[:20], stem[21:]
+    if not (offset.isdigit() and epoch.isdigit()):
+        return None
+    return SnapshotId(int(offset), int(epoch))
 
 
 class MetadataLog:
@@ -34,6 +62,9 @@ class MetadataLog:
     def __init__(self, log: Log, clock: Clock = wall_clock_ms) -> None:
         self.log = log
         self.clock = clock
+        self.dir = Path(log.dir)
+        self._snapshots = self._recover_snapshots()
+        self.truncate_to_latest_snapshot()
 
     @classmethod
     def open(
@@ -41,9 +72,38 @@ class MetadataLog:
         metadata_log_dir: Path,
         config: LogConfig | None = None,
         clock: Clock = wall_clock_ms,
+        *,
+        segment_bytes: int | None = None,
+        segment_ms: int | None = None,
     ) -> MetadataLog:
+        """Open (recovering) the metadata log. Only snapshots shorten it: time and size
+        retention of the segments themselves are off, as in Kafka's KafkaMetadataLog."""
         path = Path(metadata_log_dir) / f"{METADATA_TOPIC}-0"
-        return cls(Log.open(path, config or LogConfig(max_message_bytes=8 << 20)), clock)
+        if config is None:
+            defaults = LogConfig()
+            config = LogConfig(
+                segment_bytes=segment_bytes or defaults.segment_bytes,
+                segment_ms=segment_ms or defaults.segment_ms,
+                max_message_bytes=8 << 20,
+                retention_ms=-1,
+                retention_bytes=-1,
+            )
+        return cls(Log.open(path, config), clock)
+
+    def _recover_snapshots(self) -> list[SnapshotId]:
+        found = []
+        for f in self.dir.iterdir():
+            if f.name.endswith(SNAPSHOT_SUFFIX + PARTIAL_SUFFIX):
+                f.unlink(missing_ok=True)  # a snapshot a crash interrupted
+                continue
+            sid = parse_snapshot_name(f.name)
+            if sid is None:
+                continue
+            if sid.end_offset < self.log.log_start_offset:
+                f.unlink(missing_ok=True)  # older than the log start: never needed again
+            else:
+                found.append(sid)
+        return sorted(found)
 
     @property
     def log_start_offset(self) -> int:
@@ -56,6 +116,11 @@ class MetadataLog:
     @property
     def last_fetched_epoch(self) -> int:
         epoch = self.log.latest_epoch()
+        if epoch is not None and self.end_offset > self.log_start_offset:
+            return epoch
+        # No entry: the epoch of the snapshot the log starts at, if any.
+        if self._snapshots and self._snapshots[-1].end_offset == self.end_offset:
+            return self._snapshots[-1].epoch
         return 0 if epoch is None or self.end_offset == 0 else epoch
 
     def append_as_leader(
@@ -93,6 +158,84 @@ class MetadataLog:
             # Newer than any epoch here: the latest epoch ends at the log end.
             return EpochEndOffset(entries[-1].epoch, self.end_offset)
         return EpochEndOffset(found.epoch, found.end_offset)
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def snapshot_ids(self) -> list[SnapshotId]:
+        return list(self._snapshots)
+
+    def snapshot_path(self, snapshot_id: SnapshotId) -> Path:
+        return self.dir / snapshot_name(snapshot_id)
+
+    def snapshot_size(self, snapshot_id: SnapshotId) -> int:
+        if snapshot_id not in self._snapshots:
+            raise KeyError(snapshot_id)
+        return self.snapshot_path(snapshot_id).stat().st_size
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        if snapshot_id not in self._snapshots:
+            raise KeyError(snapshot_id)
+        with open(self.snapshot_path(snapshot_id), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if not 0 <= position <= size:
+                raise IndexError(f"position {position} is outside snapshot {snapshot_id}")
+            f.seek(position)
+            return f.read(max(0, max_bytes))
+
+    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        if self._snapshots:
+            latest = self._snapshots[-1]
+            if latest.end_offset > snapshot_id.end_offset or latest.epoch > snapshot_id.epoch:
+                raise ValueError(f"snapshot {snapshot_id} is older than the latest, {latest}")
+            if latest == snapshot_id:
+                return
+        path = self.snapshot_path(snapshot_id)
+        part = path.with_name(path.name + PARTIAL_SUFFIX)
+        with open(part, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
+        _sync_dir(self.dir)
+        self._snapshots.append(snapshot_id)
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool:
+        if (
+            snapshot_id not in self._snapshots
+            or snapshot_id.end_offset <= self.log_start_offset
+            or snapshot_id.end_offset > self.end_offset
+        ):
+            return False
+        self.log.maybe_increment_log_start_offset(snapshot_id.end_offset)
+        self.log.delete_old_segments(high_watermark=snapshot_id.end_offset)
+        self._remove_snapshots_before(snapshot_id)
+        return True
+
+    def truncate_to_latest_snapshot(self, *, force: bool = False) -> bool:
+        if not self._snapshots:
+            return False
+        latest = self._snapshots[-1]
+        last_epoch = self.log.latest_epoch() if self.end_offset > self.log_start_offset else None
+        last_epoch = 0 if last_epoch is None else last_epoch
+        if (
+            force
+            or latest.epoch > last_epoch
+            or (latest.epoch == last_epoch and latest.end_offset > self.end_offset)
+        ):
+            self.log.truncate_fully_and_start_at(latest.end_offset)
+            self._remove_snapshots_before(latest)
+            return True
+        return False
+
+    def _remove_snapshots_before(self, snapshot_id: SnapshotId) -> None:
+        for old in [s for s in self._snapshots if s < snapshot_id]:
+            self._snapshots.remove(old)
+            self.snapshot_path(old).unlink(missing_ok=True)
+
+    def size_in_bytes(self) -> int:
+        """The log's segments and the snapshots together (for metadata.max.retention.bytes)."""
+        snapshots = sum(self.snapshot_path(s).stat().st_size for s in self._snapshots)
+        return self.log.size_in_bytes + snapshots
 
     def flush(self) -> None:
         self.log.flush()
@@ -135,3 +278,11 @@ def batches_to_entries(data: bytes) -> list[Entry]:
         for batch in decode_batches(data, allow_partial=True)
         for r in batch.records
     ]
+
+
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

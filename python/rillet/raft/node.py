@@ -8,9 +8,11 @@ every input takes the current time as ``now_ms``. The node appends to and trunca
 collects it with :meth:`RaftNode.poll` (see the package docstring for the driver's contract).
 
 Replication is pull-based: followers and observers send Fetch requests to the leader, the
-leader answers with entries, with the point where their logs diverge, or parks the request
-until there is news. The leader's high watermark is the offset a majority of voters have
-replicated, once that covers the leader-change entry it appended at the start of its epoch.
+leader answers with entries, with the point where their logs diverge, with the snapshot to
+load when its log no longer goes back far enough (KIP-630; the fetcher then reads it with
+FetchSnapshot), or parks the request until there is news. The leader's high watermark is
+the offset a majority of voters have replicated, once that covers the leader-change entry it
+appended at the start of its epoch.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from typing import NamedTuple
 
 from rillet.errors import NotLeaderError
 from rillet.raft.config import RaftConfig
-from rillet.raft.log import Entry, EpochEndOffset, RaftLog, validate_offset_and_epoch
+from rillet.raft.log import (
+    Entry,
+    EpochEndOffset,
+    RaftLog,
+    SnapshotId,
+    end_offset_for_epoch,
+    validate_offset_and_epoch,
+)
 from rillet.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -31,6 +40,8 @@ from rillet.raft.messages import (
     Errors,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderChangeMessage,
     Message,
     RaftMessage,
@@ -78,7 +89,9 @@ class Outputs:
     1. ``quorum_state``: if set, persist it durably (``QuorumStateStore.persist``), and if
        ``flush_log``, make the log durable (fsync);
     2. then send ``messages``;
-    3. then apply ``committed`` (all entries below ``high_watermark`` not handed out before,
+    3. then, if ``load_snapshot`` is set, replace the state machine's state with that
+       snapshot's (fetched from the leader; it is in the log's snapshots);
+    4. then apply ``committed`` (all entries below ``high_watermark`` not handed out before,
        in offset order, each exactly once; control entries included, to skip).
 
     ``leader_change`` is set when the known leader or epoch changed since the last poll.
@@ -90,11 +103,13 @@ class Outputs:
     committed: tuple[Entry, ...] = ()
     high_watermark: int = 0
     leader_change: LeaderAndEpoch | None = None
+    load_snapshot: SnapshotId | None = None
 
     def __bool__(self) -> bool:
         return bool(
             self.messages
             or self.quorum_state is not None
+            or self.load_snapshot is not None
             or self.flush_log
             or self.committed
             or self.leader_change is not None
@@ -123,7 +138,8 @@ class RaftNode:
 
     ``applied_offset`` is the offset below which the driver has already applied committed
     entries (from a snapshot or an earlier run); those are committed, so the high watermark
-    starts there and they are not handed out again.
+    starts there and they are not handed out again. When the log starts above 0 the driver
+    must have loaded a snapshot at least that far.
     """
 
     def __init__(
@@ -138,9 +154,10 @@ class RaftNode:
         config: RaftConfig | None = None,
         applied_offset: int = 0,
     ) -> None:
-        if not 0 <= applied_offset <= log.end_offset:
+        if not log.log_start_offset <= applied_offset <= log.end_offset:
             raise ValueError(
-                f"applied_offset {applied_offset} is outside the log [0, {log.end_offset}]"
+                f"applied_offset {applied_offset} is outside the log "
+                f"[{log.log_start_offset}, {log.end_offset}]"
             )
         self._config = config if config is not None else RaftConfig()
         self._log = log
@@ -160,6 +177,7 @@ class RaftNode:
         self._messages: list[Message] = []
         self._flush_log = False
         self._reported = LeaderAndEpoch(None, -1)
+        self._snapshot_to_load: SnapshotId | None = None
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -306,6 +324,10 @@ class RaftNode:
             self._handle_end_quorum_epoch_request(message, now_ms)
         elif isinstance(message, EndQuorumEpochResponse):
             self._handle_end_quorum_epoch_response(message, now_ms)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._handle_fetch_snapshot_request(message, now_ms)
+        elif isinstance(message, FetchSnapshotResponse):
+            self._handle_fetch_snapshot_response(message, now_ms)
         else:
             raise TypeError(f"not a quorum message: {message!r}")
         self._poll_state(now_ms)
@@ -367,9 +389,11 @@ class RaftNode:
             committed=tuple(committed),
             high_watermark=self._high_watermark,
             leader_change=leader_change,
+            load_snapshot=self._snapshot_to_load,
         )
         self._messages = []
         self._flush_log = False
+        self._snapshot_to_load = None
         return outputs
 
     # -- timers ----------------------------------------------------------------------------
@@ -748,14 +772,17 @@ class RaftNode:
         ):
             self._send(self._error_fetch_response(request, Errors.INVALID_REQUEST))
             return
+        position = validate_offset_and_epoch(
+            self._log, request.fetch_offset, request.last_fetched_epoch
+        )
+        if position.snapshot is not None:
+            self._send(self._leader_fetch_response(state, request, snapshot=position.snapshot))
+            return
         if request.fetch_offset < self._log.log_start_offset:
             self._send(self._error_fetch_response(request, Errors.OFFSET_OUT_OF_RANGE))
             return
-        diverging = validate_offset_and_epoch(
-            self._log, request.fetch_offset, request.last_fetched_epoch
-        )
-        if diverging is not None:
-            self._send(self._leader_fetch_response(state, request, diverging=diverging))
+        if position.diverging is not None:
+            self._send(self._leader_fetch_response(state, request, diverging=position.diverging))
             return
         state.update_replica(request.replica_id, request.fetch_offset, self._log.end_offset, now_ms)
         if request.fetch_offset < self._log.end_offset or request.max_wait_ms <= 0:
@@ -774,9 +801,10 @@ class RaftNode:
         request: FetchRequest,
         *,
         diverging: EpochEndOffset | None = None,
+        snapshot: SnapshotId | None = None,
     ) -> FetchResponse:
         records: tuple[Entry, ...] = ()
-        if diverging is None and request.fetch_offset < self._log.end_offset:
+        if diverging is None and snapshot is None and request.fetch_offset < self._log.end_offset:
             records = tuple(self._log.read(request.fetch_offset, self._config.fetch_max_entries))
         return FetchResponse(
             source_id=self.node_id,
@@ -788,6 +816,7 @@ class RaftNode:
             last_fetched_epoch=request.last_fetched_epoch,
             records=records,
             diverging_epoch=diverging,
+            snapshot_id=snapshot,
         )
 
     def _error_fetch_response(self, request: FetchRequest, error: Errors) -> FetchResponse:
@@ -816,6 +845,20 @@ class RaftNode:
     # -- Fetch, follower side --------------------------------------------------------------
 
     def _send_fetch(self, state: FollowerState, now_ms: int) -> None:
+        if state.snapshot is not None:
+            self._send(
+                FetchSnapshotRequest(
+                    source_id=self.node_id,
+                    destination_id=state.leader_id,
+                    replica_id=self.node_id,
+                    current_leader_epoch=state.epoch,
+                    snapshot_id=state.snapshot,
+                    position=len(state.snapshot_data),
+                    max_bytes=self._config.fetch_snapshot_max_bytes,
+                )
+            )
+            state.fetch_at_ms = now_ms + self._config.request_timeout_ms
+            return
         self._send(
             FetchRequest(
                 source_id=self.node_id,
@@ -865,7 +908,17 @@ class RaftNode:
             return
         if not state.leader_resigned:
             state.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
-        if response.diverging_epoch is not None:
+        if state.snapshot is not None:
+            return  # a straggler from before the snapshot fetch began
+        if response.snapshot_id is not None:
+            if response.snapshot_id.end_offset < self._high_watermark:
+                raise RaftInvariantError(
+                    f"replica {self.node_id} was sent snapshot {response.snapshot_id}, below "
+                    f"its high watermark {self._high_watermark}"
+                )
+            state.snapshot = response.snapshot_id
+            state.snapshot_data = bytearray()
+        elif response.diverging_epoch is not None:
             self._truncate_to_diverging(response.diverging_epoch)
         else:
             if response.records:
@@ -885,7 +938,7 @@ class RaftNode:
 
     def _truncate_to_diverging(self, diverging: EpochEndOffset) -> None:
         """Truncate to where the leader's and our logs last agree on ``diverging.epoch``."""
-        local = self._log.end_offset_for_epoch(diverging.epoch)
+        local = end_offset_for_epoch(self._log, diverging.epoch)
         offset = min(local.end_offset, diverging.end_offset, self._log.end_offset)
         if offset < self._high_watermark:
             raise RaftInvariantError(
@@ -894,6 +947,116 @@ class RaftNode:
             )
         self._log.truncate_to(offset)
         self._flush_log = True
+
+    # -- FetchSnapshot (KIP-630) -----------------------------------------------------------
+
+    def _handle_fetch_snapshot_request(self, request: FetchSnapshotRequest, now_ms: int) -> None:
+        state = self._quorum.state
+        error = Errors.NONE
+        data = b""
+        size = 0
+        if request.current_leader_epoch < state.epoch:
+            error = Errors.FENCED_LEADER_EPOCH
+        elif request.current_leader_epoch > state.epoch:
+            error = Errors.UNKNOWN_LEADER_EPOCH
+        elif not isinstance(state, LeaderState):
+            error = Errors.NOT_LEADER_OR_FOLLOWER
+        elif (
+            request.replica_id != request.source_id
+            or request.replica_id == self.node_id
+            or request.position < 0
+            or request.max_bytes <= 0
+        ):
+            error = Errors.INVALID_REQUEST
+        elif request.snapshot_id not in self._log.snapshot_ids():
+            error = Errors.SNAPSHOT_NOT_FOUND
+        else:
+            size = self._log.snapshot_size(request.snapshot_id)
+            if request.position > size:
+                error = Errors.POSITION_OUT_OF_RANGE
+            else:
+                max_bytes = min(request.max_bytes, self._config.fetch_snapshot_max_bytes)
+                data = self._log.read_snapshot(request.snapshot_id, request.position, max_bytes)
+                state.touch_replica(request.replica_id, now_ms)
+        self._send(
+            FetchSnapshotResponse(
+                source_id=self.node_id,
+                destination_id=request.source_id,
+                error=error,
+                leader_id=self._quorum.leader_id,
+                leader_epoch=self._quorum.epoch,
+                snapshot_id=request.snapshot_id,
+                size=size,
+                position=request.position,
+                data=data,
+            )
+        )
+
+    def _handle_fetch_snapshot_response(self, response: FetchSnapshotResponse, now_ms: int) -> None:
+        self._handle_leader_hint(
+            response.leader_epoch, response.leader_id, now_ms, response.source_id
+        )
+        state = self._quorum.state
+        if (
+            not isinstance(state, FollowerState)
+            or response.source_id != state.leader_id
+            or response.leader_epoch != state.epoch
+            or state.snapshot is None
+            or response.snapshot_id != state.snapshot
+            or response.position != len(state.snapshot_data)
+        ):
+            return  # not the chunk we wait for (a duplicate, a straggler, another epoch)
+        if response.error is Errors.NOT_LEADER_OR_FOLLOWER:
+            state.snapshot = None
+            state.leader_resigned = True
+            if self._quorum.is_voter:
+                state.fetch_at_ms = state.fetch_deadline_ms
+            else:
+                self._quorum.transition_to_unattached(state.epoch, now_ms)
+            return
+        if response.error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
+            # The leader let that snapshot go for a newer one: a fetch names the newer one.
+            state.snapshot = None
+            state.fetch_at_ms = now_ms
+            return
+        if response.error is Errors.FENCED_LEADER_EPOCH:
+            state.fetch_at_ms = now_ms
+            return
+        if response.error is not Errors.NONE:
+            state.fetch_at_ms = now_ms + self._config.retry_backoff_ms
+            return
+        end = response.position + len(response.data)
+        if end > response.size or (not response.data and end < response.size):
+            raise RaftInvariantError(
+                f"snapshot {state.snapshot} chunk at {response.position} of "
+                f"{len(response.data)} bytes does not fit its size {response.size}"
+            )
+        if not state.leader_resigned:
+            state.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
+        state.snapshot_data += response.data
+        if end == response.size:
+            self._install_snapshot(state.snapshot, bytes(state.snapshot_data))
+            state.snapshot = None
+            state.snapshot_data = bytearray()
+        state.fetch_at_ms = now_ms
+
+    def _install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """The whole snapshot is here: keep it, restart the log at its end, and have the
+        driver load it before anything committed after it."""
+        if snapshot_id.end_offset < self._high_watermark:
+            raise RaftInvariantError(
+                f"replica {self.node_id} fetched snapshot {snapshot_id}, below its high "
+                f"watermark {self._high_watermark}"
+            )
+        if snapshot_id not in self._log.snapshot_ids():
+            self._log.create_snapshot(snapshot_id, data)
+        # The snapshot's state replaces the log below its end: whatever this log holds there
+        # is either the same committed entries or uncommitted ones a leader never kept.
+        self._log.truncate_to_latest_snapshot(force=True)
+        self._flush_log = True
+        self._high_watermark = snapshot_id.end_offset
+        self._applied_next = snapshot_id.end_offset
+        self._snapshot_to_load = snapshot_id
 
     # -- plumbing --------------------------------------------------------------------------
 

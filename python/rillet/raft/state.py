@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, NoReturn, TypeAlias, TypeVar
 
 from rillet.raft.config import RaftConfig
+from rillet.raft.log import SnapshotId
 from rillet.raft.messages import FetchRequest
 from rillet.raft.store import ElectionState
 
@@ -265,6 +266,14 @@ class LeaderState(_Role):
         state.last_fetch_ms = now_ms
         state.last_caught_up_ms = now_ms
 
+    def touch_replica(self, replica_id: int, now_ms: int) -> None:
+        """A voter is fetching a snapshot: it follows this leader (for check quorum), though
+        its log end offset is not known yet."""
+        if replica_id in self.voters:
+            self.begin_quorum_unacked.discard(replica_id)
+            self.fetched_since_check.add(replica_id)
+            self.voter_states[replica_id].last_fetch_ms = now_ms
+
     def update_replica(
         self, replica_id: int, end_offset: int, leader_end_offset: int, now_ms: int
     ) -> None:
@@ -327,6 +336,9 @@ class FollowerState(_Role):
         self.fetch_deadline_ms = fetch_deadline_ms
         self.fetch_at_ms = fetch_at_ms
         self.leader_resigned = False
+        # A snapshot being fetched from the leader (KIP-630) and the bytes received so far.
+        self.snapshot: SnapshotId | None = None
+        self.snapshot_data = bytearray()
 
     @property
     def leader_id(self) -> int:

@@ -117,7 +117,7 @@ def test_validate_offset_and_epoch(
     fetch_offset: int, last_fetched_epoch: int, diverging: EpochEndOffset | None
 ) -> None:
     log = log_of(1, 1, 3, 3, 3, 5)
-    assert validate_offset_and_epoch(log, fetch_offset, last_fetched_epoch) == diverging
+    assert validate_offset_and_epoch(log, fetch_offset, last_fetched_epoch).diverging == diverging
 
 
 def test_quorum_state_store_round_trip() -> None:
