@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from rillet.broker.replica_manager import ReplicaManager
 from rillet.metadata.image import MetadataDelta, MetadataImage
 from rillet.metadata.records import ConfigResourceType, MetadataRecord
+from rillet.metadata.snapshot import image_from_records
 from rillet.storage.log_manager import LogManager
 
 __all__ = ["MetadataPublisher"]
@@ -26,6 +27,23 @@ class MetadataPublisher:
         delta = MetadataDelta(self.image)
         for offset, record in records:
             delta.replay(offset, record)
+        self._apply(delta)
+
+    def load_snapshot(
+        self, records: Sequence[MetadataRecord], end_offset: int, *, skipped: bool = False
+    ) -> None:
+        """Replace the image with a snapshot's (at start-up, or fetched from the leader when
+        this node fell behind the leader's log start): partitions and topics it lacks are
+        removed, the rest created or changed, as for any delta. ``skipped`` says that the
+        snapshot jumps over records this node never applied: local logs the new image does
+        not place here (topics deleted or recreated, partitions moved away meanwhile) are
+        then deleted as strays."""
+        _, delta = image_from_records(records, end_offset, self.image)
+        self._apply(delta)
+        if skipped and self.replicas is not None:
+            self.replicas.remove_stray_logs(self.image)
+
+    def _apply(self, delta: MetadataDelta) -> None:
         old, new = self.image, delta.apply()
         self.image = new
         if self.log_manager is not None:

@@ -17,6 +17,8 @@ event loop.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -32,6 +34,8 @@ from rillet.metadata.image import MetadataImage, PartitionChange
 from rillet.scheduler import Clock, Scheduler
 from rillet.storage.log_manager import LogManager
 from rillet.types import TopicPartition
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "FetchPartition",
@@ -128,8 +132,13 @@ class ReplicaManager:
             p = self.partitions.get(tp)
             if p is None:
                 topic = image.topic(change.topic)
+                topic_id = topic.topic_id if topic is not None else None
+                if self._is_stray(tp, topic_id):
+                    self._delete_stray(tp)
                 overrides = dict(image.topic_config(change.topic))
-                log = self.log_manager.get_or_create_log(tp.topic, tp.partition, overrides)
+                log = self.log_manager.get_or_create_log(
+                    tp.topic, tp.partition, overrides, topic_id
+                )
                 min_isr = int(self.log_manager.topic_config(tp.topic)["min.insync.replicas"])
                 p = Partition(
                     tp,
@@ -154,6 +163,35 @@ class ReplicaManager:
             self.fetchers.add_partitions(follow)
         for tp in changed:
             self._changed(tp)
+
+    def remove_stray_logs(self, image: MetadataImage) -> None:
+        """Delete the local logs ``image`` does not place on this broker: their topic is gone,
+        was recreated under a new id, or the partition moved away. Called once this broker's
+        image jumped past records it never saw (a snapshot fetched from the leader), when the
+        deletions and reassignments among them could not be acted on one by one."""
+        self.image = image
+        for tp, _ in list(self.log_manager.all_logs()):
+            if tp in self.partitions:
+                continue
+            topic = image.topic(tp.topic)
+            reg = topic.partitions.get(tp.partition) if topic is not None else None
+            topic_id = topic.topic_id if topic is not None else None
+            if reg is None or self.broker_id not in reg.replicas or self._is_stray(tp, topic_id):
+                self._delete_stray(tp)
+
+    def _is_stray(self, tp: TopicPartition, topic_id: uuid.UUID | None) -> bool:
+        recorded = self.log_manager.topic_id_of(tp.topic, tp.partition)
+        return recorded is not None and topic_id is not None and recorded != topic_id
+
+    def _delete_stray(self, tp: TopicPartition) -> None:
+        recorded = self.log_manager.topic_id_of(tp.topic, tp.partition)
+        if self.log_manager.delete_log(tp.topic, tp.partition):
+            _log.warning(
+                "deleted the stray log of %s (topic id %s): the metadata does not place that "
+                "replica on this broker",
+                tp,
+                recorded,
+            )
 
     def _alter_isr(self, tp: TopicPartition, new_isr: tuple[int, ...]) -> bool:
         p = self.partitions.get(tp)

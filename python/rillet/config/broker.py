@@ -122,6 +122,7 @@ class BrokerConfig:
     quorum_election_backoff_max_ms = _Value[int]("controller.quorum.election.backoff.max.ms")
     quorum_request_timeout_ms = _Value[int]("controller.quorum.request.timeout.ms")
     metadata_log_segment_bytes = _Value[int]("metadata.log.segment.bytes")
+    metadata_log_segment_ms = _Value[int]("metadata.log.segment.ms")
     metadata_max_retention_bytes = _Value[int]("metadata.max.retention.bytes")
     metadata_max_retention_ms = _Value[int]("metadata.max.retention.ms")
     metadata_log_max_record_bytes_between_snapshots = _Value[int](

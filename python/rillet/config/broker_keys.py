@@ -77,7 +77,13 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
         _k("controller.quorum.append.linger.ms", "int", 25, "Raft append linger"),
         _k("metadata.log.dir", "string", None, "Metadata log dir (default: first of log.dirs)"),
         _k("metadata.log.segment.bytes", "int", 1 << 30, "Metadata log segment size", at_least(12)),
-        _k("metadata.log.segment.ms", "long", 7 * 24 * HOUR_MS, "Metadata log segment roll time"),
+        _k(
+            "metadata.log.segment.ms",
+            "long",
+            7 * 24 * HOUR_MS,
+            "Metadata log segment roll time",
+            at_least(1),
+        ),
         _k("metadata.max.retention.bytes", "long", 100 << 20, "Metadata log retention size"),
         _k("metadata.max.retention.ms", "long", 7 * 24 * HOUR_MS, "Metadata log retention time"),
         _k(
@@ -415,13 +421,6 @@ INERT_KEYS: dict[str, str] = {
         "exactly-once delivery",
     ),
     **dict.fromkeys([k for k in BROKER_CONFIGS if k.startswith("log.cleaner.")], "log compaction"),
-    **dict.fromkeys(
-        [
-            "metadata.log.max.record.bytes.between.snapshots",
-            "metadata.log.max.snapshot.interval.ms",
-        ],
-        "metadata snapshots",
-    ),
     "delete.topic.enable": "refusing topic deletion",
     "controlled.shutdown.enable": "turning controlled shutdown off",
 }

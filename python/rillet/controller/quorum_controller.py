@@ -88,6 +88,10 @@ class QuorumController:
         if self.image.offset < self.committed.offset:
             self.image = self.committed
 
+    def load_snapshot(self, image: MetadataImage) -> None:
+        """A snapshot's image replaces what this (inactive) controller followed."""
+        self.committed = self.image = image
+
     def activate(self) -> None:
         """This node's quorum replica became the leader: brokers' sessions start afresh."""
         self._cluster.restart_sessions()

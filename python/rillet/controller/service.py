@@ -32,6 +32,7 @@ from rillet.controller import (
 from rillet.controller.elections import ElectionResults, ElectionType
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.errors import KafkaError, NotControllerError
+from rillet.metadata.image import MetadataImage
 from rillet.metadata.records import ConfigResourceType, MetadataRecord
 from rillet.protocol.metadata_records import encode_record
 from rillet.raft.driver import RaftDriver
@@ -191,6 +192,9 @@ class ControllerService:
 
     def on_commit(self, records: Sequence[tuple[int, MetadataRecord]]) -> None:
         self.controller.replay_committed(records)
+
+    def on_load_snapshot(self, image: MetadataImage) -> None:
+        self.controller.load_snapshot(image)
 
     def on_leader_change(self, leader: LeaderAndEpoch) -> None:
         self.leader = leader

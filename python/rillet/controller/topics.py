@@ -29,7 +29,7 @@ from rillet.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from rillet.metadata.topic_names import validate_topic_name
+from rillet.metadata.topic_names import METADATA_TOPIC, validate_topic_name
 
 __all__ = [
     "CreatableTopic",
@@ -105,6 +105,10 @@ def _create_topic(
     taken: set[str],
 ) -> tuple[list[MetadataRecord], TopicResult]:
     validate_topic_name(t.name)
+    if t.name == METADATA_TOPIC:
+        raise errors.InvalidRequestError(
+            f"Creation of internal topic {METADATA_TOPIC} is prohibited."
+        )
     if image.topic(t.name) is not None:
         raise errors.TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
     if _collision_key(t.name) in taken:

@@ -193,6 +193,21 @@ class MetadataDelta:
         self._configs: dict[tuple[ConfigResourceType, str], dict[str, str]] = {}
         self._removed_topics: dict[uuid.UUID, TopicImage] = {}
         self._features: dict[str, int] = dict(image.features)
+        self._snapshot_end: int | None = None
+
+    @classmethod
+    def for_snapshot(cls, image: MetadataImage, end_offset: int) -> MetadataDelta:
+        """A delta whose records (a snapshot's, replayed with offsets counting from 0)
+        replace ``image`` altogether: what they do not recreate is removed. The image it
+        applies to stands at ``end_offset - 1``, the snapshot's last offset."""
+        delta = cls(image)
+        delta._offset = -1
+        delta._snapshot_end = end_offset
+        delta._topics = {}
+        delta._brokers = {}
+        delta._features = {}
+        delta._configs = {key: {} for key in image.configs}
+        return delta
 
     # -- replay --------------------------------------------------------------------------
 
@@ -285,7 +300,15 @@ class MetadataDelta:
 
     # -- results -------------------------------------------------------------------------
 
+    def _finish_snapshot(self) -> None:
+        if self._snapshot_end is not None:
+            # Whatever the snapshot did not recreate is gone.
+            for topic_id, topic in self.image.topics_by_id.items():
+                if topic_id not in self._topics:
+                    self._removed_topics[topic_id] = topic
+
     def apply(self) -> MetadataImage:
+        self._finish_snapshot()
         topics = dict(self._topics)
         for topic_id, parts in self._partitions.items():
             topics[topic_id] = replace(topics[topic_id], partitions=MappingProxyType(dict(parts)))
@@ -296,7 +319,7 @@ class MetadataDelta:
             else:
                 configs.pop(key, None)
         return MetadataImage(
-            offset=self._offset,
+            offset=self._offset if self._snapshot_end is None else self._snapshot_end - 1,
             topics_by_id=MappingProxyType(topics),
             topic_ids=MappingProxyType({t.name: t.topic_id for t in topics.values()}),
             brokers=MappingProxyType(dict(self._brokers)),
@@ -306,6 +329,7 @@ class MetadataDelta:
 
     def partition_changes(self) -> list[PartitionChange]:
         """Every partition created, changed or removed by this delta."""
+        self._finish_snapshot()
         out: list[PartitionChange] = []
         for topic_id, parts in self._partitions.items():
             name = self._topics[topic_id].name
@@ -323,6 +347,7 @@ class MetadataDelta:
         return out
 
     def removed_topics(self) -> list[str]:
+        self._finish_snapshot()
         return sorted(
             t.name for tid, t in self._removed_topics.items() if tid in self.image.topics_by_id
         )

@@ -8,6 +8,9 @@ import re
 from rillet.errors import InvalidTopicError
 
 MAX_TOPIC_NAME_LENGTH = 249
+# The KRaft metadata log's topic: its one partition's directory sits among the brokers' logs,
+# but it is the quorum's, and no client may create a topic by that name.
+METADATA_TOPIC = "__cluster_metadata"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 

@@ -22,7 +22,7 @@ from rillet.protocol.errors import (
     set_error,
 )
 from rillet.protocol.gen.v1 import quorum_pb2
-from rillet.raft.log import EpochEndOffset
+from rillet.raft.log import EpochEndOffset, SnapshotId
 from rillet.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -30,6 +30,8 @@ from rillet.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
@@ -61,12 +63,14 @@ QuorumRequest = (
     | quorum_pb2.BeginQuorumEpochRequest
     | quorum_pb2.EndQuorumEpochRequest
     | quorum_pb2.QuorumFetchRequest
+    | quorum_pb2.FetchSnapshotRequest
 )
 QuorumResponse = (
     quorum_pb2.VoteResponse
     | quorum_pb2.BeginQuorumEpochResponse
     | quorum_pb2.EndQuorumEpochResponse
     | quorum_pb2.QuorumFetchResponse
+    | quorum_pb2.FetchSnapshotResponse
 )
 
 
@@ -76,6 +80,15 @@ def _opt(node_id: int) -> int | None:
 
 def _wire_id(node_id: int | None) -> int:
     return -1 if node_id is None else node_id
+
+
+def _snapshot_id(s: quorum_pb2.SnapshotId) -> SnapshotId:
+    return SnapshotId(s.end_offset, s.epoch)
+
+
+def _set_snapshot_id(field: quorum_pb2.SnapshotId, snapshot_id: SnapshotId) -> None:
+    field.end_offset = snapshot_id.end_offset
+    field.epoch = snapshot_id.epoch
 
 
 # -- the Raft core's messages ------------------------------------------------------------------
@@ -116,6 +129,16 @@ def raft_request_to_pb(m: Message, cluster_id: str) -> QuorumRequest:
             current_leader_epoch=m.current_leader_epoch,
             max_wait_ms=m.max_wait_ms,
         )
+    if isinstance(m, FetchSnapshotRequest):
+        fetch_snapshot = quorum_pb2.FetchSnapshotRequest(
+            cluster_id=cluster_id,
+            replica_id=m.replica_id,
+            current_leader_epoch=m.current_leader_epoch,
+            position=m.position,
+            max_bytes=m.max_bytes,
+        )
+        _set_snapshot_id(fetch_snapshot.snapshot_id, m.snapshot_id)
+        return fetch_snapshot
     raise TypeError(f"not a quorum request: {m!r}")
 
 
@@ -169,6 +192,25 @@ def raft_response_from_pb(request: Message, r: QuorumResponse) -> Message:
             last_fetched_epoch=request.last_fetched_epoch,
             records=tuple(batches_to_entries(r.records)),
             diverging_epoch=diverging,
+            snapshot_id=(
+                _snapshot_id(r.snapshot_id)
+                if r.HasField("snapshot_id") and r.snapshot_id.end_offset >= 0
+                else None
+            ),
+        )
+    if isinstance(request, FetchSnapshotRequest) and isinstance(
+        r, quorum_pb2.FetchSnapshotResponse
+    ):
+        return FetchSnapshotResponse(
+            source_id=peer,
+            destination_id=me,
+            error=error,
+            leader_id=_opt(r.current_leader.leader_id),
+            leader_epoch=r.current_leader.leader_epoch,
+            snapshot_id=_snapshot_id(r.snapshot_id),
+            size=r.size,
+            position=r.position,
+            data=r.unaligned_records,
         )
     raise TypeError(f"{type(r).__name__} does not answer {type(request).__name__}")
 
@@ -199,6 +241,16 @@ def raft_request_from_pb(r: QuorumRequest, me: int) -> Message:
             leader_id=r.leader_id,
             leader_epoch=r.leader_epoch,
             preferred_successors=tuple(r.preferred_successors),
+        )
+    if isinstance(r, quorum_pb2.FetchSnapshotRequest):
+        return FetchSnapshotRequest(
+            source_id=r.replica_id,
+            destination_id=me,
+            replica_id=r.replica_id,
+            current_leader_epoch=r.current_leader_epoch,
+            snapshot_id=_snapshot_id(r.snapshot_id),
+            position=r.position,
+            max_bytes=r.max_bytes,
         )
     return FetchRequest(
         source_id=r.replica_id,
@@ -245,7 +297,20 @@ def raft_response_to_pb(m: Message, log_start_offset: int, now_ms: int) -> Quoru
         if m.diverging_epoch is not None:
             response.diverging_epoch.epoch = m.diverging_epoch.epoch
             response.diverging_epoch.end_offset = m.diverging_epoch.end_offset
+        if m.snapshot_id is not None:
+            _set_snapshot_id(response.snapshot_id, m.snapshot_id)
         return response
+    if isinstance(m, FetchSnapshotResponse):
+        chunk = quorum_pb2.FetchSnapshotResponse(
+            error_code=raft_error_to_wire(m.error),
+            size=m.size,
+            position=m.position,
+            unaligned_records=m.data,
+        )
+        chunk.current_leader.leader_id = _wire_id(m.leader_id)
+        chunk.current_leader.leader_epoch = m.leader_epoch
+        _set_snapshot_id(chunk.snapshot_id, m.snapshot_id)
+        return chunk
     raise TypeError(f"not a quorum response: {m!r}")
 
 

@@ -8,7 +8,11 @@ Start-up: lock and open the log dirs (recovering after a crash), open the metada
 start the listeners and the metadata quorum, then register the broker with the controller
 and heartbeat; the broker is unfenced once it has caught up with the metadata log.
 Committed metadata records flow: quorum -> controller (replay) and broker publisher
-(MetadataImage, then become-leader / become-follower in the ReplicaManager).
+(MetadataImage, then become-leader / become-follower in the ReplicaManager). Every node
+writes a snapshot of the image after ``metadata.log.max.record.bytes.between.snapshots`` of
+records (KIP-630), starts from its latest snapshot, and lets the metadata log go behind its
+snapshots within ``metadata.max.retention.bytes`` / ``.ms``; a node that fell behind the
+leader's log start loads the leader's snapshot instead.
 
 Shutdown (SIGTERM) is controlled: the broker asks to be fenced so its leadership moves,
 listeners stop, the quorum resigns, high watermarks and checkpoints are written, every log
@@ -18,6 +22,7 @@ is flushed and closed, and the clean-shutdown marker is written last.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import uuid
@@ -37,8 +42,14 @@ from rillet.controller import ControllerConfig, QuorumController
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaStorageError
 from rillet.metadata.records import BrokerEndpoint
+from rillet.metadata.snapshot import (
+    SnapshotPolicy,
+    decode_snapshot,
+    encode_snapshot,
+    image_from_records,
+)
 from rillet.protocol.metadata_records import decode_entries
-from rillet.raft import Entry, LeaderAndEpoch, RaftConfig, RaftNode
+from rillet.raft import Entry, LeaderAndEpoch, RaftConfig, RaftNode, SnapshotId
 from rillet.raft.driver import RaftDriver
 from rillet.raft.metadata_log import MetadataLog
 from rillet.raft.quorum_state import FileQuorumStateStore
@@ -113,6 +124,11 @@ class RilletServer:
                 request_timeout_ms=cfg.quorum_request_timeout_ms,
             )
         self.publisher = MetadataPublisher(None, None)
+        self.snapshots = SnapshotPolicy(
+            cfg.metadata_log_max_record_bytes_between_snapshots,
+            cfg.metadata_log_max_snapshot_interval_ms,
+        )
+        self._last_record: tuple[int, int] | None = None  # (offset, epoch) last applied
 
     # -- start -----------------------------------------------------------------------------
 
@@ -128,7 +144,13 @@ class RilletServer:
             Path(d).resolve() for d in cfg.log_dirs
         ]:
             self._metadata_lock = lock_dir(mdir)
-        self.metadata_log = MetadataLog.open(mdir, clock=self.clock)
+        self.metadata_log = MetadataLog.open(
+            mdir,
+            clock=self.clock,
+            segment_bytes=cfg.metadata_log_segment_bytes,
+            segment_ms=cfg.metadata_log_segment_ms,
+        )
+        applied = self._load_latest_snapshot()
         voters = dict(cfg.quorum_voters)
         store = FileQuorumStateStore(mdir, list(voters))
         node = RaftNode(
@@ -144,6 +166,7 @@ class RilletServer:
                 fetch_timeout_ms=cfg.quorum_fetch_timeout_ms,
                 request_timeout_ms=cfg.quorum_request_timeout_ms,
             ),
+            applied_offset=applied,
         )
         peers = {v: str(hp) for v, hp in voters.items() if v != cfg.node_id}
         self.driver = RaftDriver(
@@ -154,6 +177,7 @@ class RilletServer:
             GrpcRaftTransport(peers, self.cluster_id),
             self._on_commit,
             self._on_leader_change,
+            self._on_load_snapshot,
         )
         self.controller.attach(self.driver)
         await self._start_listeners(self.driver)
@@ -285,6 +309,81 @@ class RilletServer:
         if records:
             self.controller.on_commit(records)
             self.publisher.publish(records)
+            now = self.clock()
+            for e in entries:
+                if not e.control:
+                    self.snapshots.record_applied(len(e.payload), now)
+                    self._last_record = (e.offset, e.epoch)
+            self._maybe_snapshot(now)
+
+    # -- metadata snapshots (KIP-630) ------------------------------------------------------
+
+    def _load_latest_snapshot(self) -> int:
+        """Start from the latest snapshot on disk; returns the offset it covers up to (0:
+        none, the whole log replays)."""
+        assert self.metadata_log is not None
+        ids = self.metadata_log.snapshot_ids()
+        if not ids:
+            return 0
+        self._load_snapshot(ids[-1])
+        _log.info("loaded metadata snapshot %s", _describe(ids[-1]))
+        return ids[-1].end_offset
+
+    def _on_load_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """The quorum fetched the leader's snapshot: its image replaces ours."""
+        self._load_snapshot(snapshot_id, skipped=True)
+        _log.info("loaded metadata snapshot %s fetched from the leader", _describe(snapshot_id))
+
+    def _load_snapshot(self, snapshot_id: SnapshotId, *, skipped: bool = False) -> None:
+        assert self.metadata_log is not None
+        log = self.metadata_log
+        data = log.read_snapshot(snapshot_id, 0, log.snapshot_size(snapshot_id))
+        records = decode_snapshot(data)
+        image, _ = image_from_records(records, snapshot_id.end_offset)
+        self.controller.on_load_snapshot(image)
+        self.publisher.load_snapshot(records, snapshot_id.end_offset, skipped=skipped)
+        self.snapshots.reset()
+        self._last_record = None
+
+    def _maybe_snapshot(self, now: int) -> None:
+        """Write a snapshot of the image when enough has been applied since the last one,
+        then let the log go behind the snapshots as retention allows."""
+        log = self.metadata_log
+        if log is None or self._last_record is None or not self.snapshots.due(now):
+            return
+        offset, epoch = self._last_record
+        snapshot_id = SnapshotId(offset + 1, epoch)
+        ids = log.snapshot_ids()
+        if ids and ids[-1] >= snapshot_id:
+            self.snapshots.reset()
+            return
+        data = encode_snapshot(self.publisher.image, now)
+        log.create_snapshot(snapshot_id, data)
+        self.snapshots.reset()
+        _log.info("wrote metadata snapshot %s (%d bytes)", _describe(snapshot_id), len(data))
+        self._clean_metadata_log(now)
+
+    def _clean_metadata_log(self, now: int) -> None:
+        """Kafka's KafkaMetadataLog cleaning: while the log and snapshots together exceed
+        ``metadata.max.retention.bytes``, or the oldest snapshot is older than
+        ``metadata.max.retention.ms``, and a newer snapshot exists, the oldest snapshot goes
+        and the log start moves to the next one. The latest snapshot always stays."""
+        log = self.metadata_log
+        assert log is not None
+        max_bytes = self.config.metadata_max_retention_bytes
+        max_ms = self.config.metadata_max_retention_ms
+        ids = log.snapshot_ids()
+        for oldest, following in itertools.pairwise(ids):
+            too_big = max_bytes >= 0 and log.size_in_bytes() > max_bytes
+            written_ms = int(log.snapshot_path(oldest).stat().st_mtime * 1000)
+            too_old = max_ms >= 0 and now - written_ms > max_ms
+            if not (too_big or too_old) or not log.delete_before_snapshot(following):
+                return
+            _log.info(
+                "metadata log now starts at offset %d (snapshot %s)",
+                log.log_start_offset,
+                _describe(following),
+            )
 
     async def wait_until_ready(self, timeout_s: float = 30) -> None:
         """Wait until this broker is registered, unfenced and visible in its own metadata
@@ -332,3 +431,7 @@ class RilletServer:
         if self._metadata_lock is not None:
             self._metadata_lock.close()
             self._metadata_lock = None
+
+
+def _describe(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_id.end_offset}-{snapshot_id.epoch} (end offset {snapshot_id.end_offset})"

@@ -7,7 +7,8 @@ Per log directory (``log.dirs``) it keeps, as Kafka does::
     recovery-point-offset-checkpoint   offsets below which each log is fsynced
     log-start-offset-checkpoint        each log's log start offset
     replication-offset-checkpoint      each partition's high watermark
-    <topic>-<partition>/               one Log each
+    <topic>-<partition>/               one Log each, with partition.metadata naming its
+                                       topic id
 
 On startup the marker decides whether logs are trusted (clean) or recovered from their
 recovery points (unclean). The marker is removed as soon as the logs are open, so a crash at
@@ -27,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,9 +43,14 @@ from rillet._core import (
 )
 from rillet.config import TopicConfig, resolve_topic_config
 from rillet.errors import InvalidTopicError, KafkaStorageError
-from rillet.metadata.topic_names import parse_partition_dir_name, partition_dir_name
+from rillet.metadata.topic_names import (
+    METADATA_TOPIC,
+    parse_partition_dir_name,
+    partition_dir_name,
+)
 from rillet.scheduler import Clock, Scheduler, wall_clock_ms
 from rillet.storage.dir_lock import lock_dir
+from rillet.storage.partition_metadata import read_topic_id, write_topic_id
 from rillet.types import TopicPartition
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -61,6 +68,7 @@ class _ManagedLog:
     dir: Path
     config: TopicConfig
     last_flush_ms: int
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass
@@ -125,8 +133,8 @@ class LogManager:
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             parsed = parse_partition_dir_name(child.name)
-            if parsed is None:
-                continue
+            if parsed is None or parsed[0] == METADATA_TOPIC:
+                continue  # not a partition, or the quorum's metadata log (not the broker's)
             tp = TopicPartition(*parsed)
             if tp in self._logs:
                 raise KafkaStorageError(
@@ -141,7 +149,12 @@ class LogManager:
                 clean_shutdown=clean,
                 now_ms=self.clock(),
             )
-            self._logs[tp] = _ManagedLog(log, d, config, self.clock())
+            try:
+                topic_id = read_topic_id(child)
+            except ValueError as e:
+                _log.warning("the topic id of %s is unknown: %s", tp, e)
+                topic_id = None
+            self._logs[tp] = _ManagedLog(log, d, config, self.clock(), topic_id)
             recovered[tp] = log.recovery_info
         if clean:
             clean_marker.unlink()
@@ -178,13 +191,27 @@ class LogManager:
         m = self._logs.get(TopicPartition(topic, partition))
         return m.dir if m else None
 
+    def topic_id_of(self, topic: str, partition: int) -> uuid.UUID | None:
+        """The topic id the partition's log was created for (None: not recorded)."""
+        m = self._logs.get(TopicPartition(topic, partition))
+        return m.topic_id if m else None
+
     def get_or_create_log(
-        self, topic: str, partition: int, overrides: Mapping[str, object] | None = None
+        self,
+        topic: str,
+        partition: int,
+        overrides: Mapping[str, object] | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> Log:
-        """The log of a partition, created in the log dir holding the fewest partitions."""
+        """The log of a partition, created in the log dir holding the fewest partitions;
+        ``topic_id``, when given, is recorded in its partition.metadata if none is yet."""
         tp = TopicPartition(topic, partition)
         if tp in self._logs:
-            return self._logs[tp].log
+            m = self._logs[tp]
+            if topic_id is not None and m.topic_id is None:
+                write_topic_id(Path(m.log.dir), topic_id)
+                m.topic_id = topic_id
+            return m.log
         name = partition_dir_name(topic, partition)
         if overrides is not None:
             self._topic_overrides[topic] = dict(overrides)
@@ -194,7 +221,9 @@ class LogManager:
         if path.resolve().parent != d:
             raise InvalidTopicError(f"partition directory {name!r} would escape {d}")
         log = Log.open(path, config.log_config(), now_ms=self.clock())
-        self._logs[tp] = _ManagedLog(log, d, config, self.clock())
+        if topic_id is not None:
+            write_topic_id(path, topic_id)
+        self._logs[tp] = _ManagedLog(log, d, config, self.clock(), topic_id)
         return log
 
     def _least_loaded_dir(self) -> Path:

@@ -84,6 +84,7 @@ def test_create_topic_with_placement_and_configs() -> None:
     [
         (CreatableTopic("a/b"), errors.InvalidTopicError),
         (CreatableTopic(".."), errors.InvalidTopicError),
+        (CreatableTopic("__cluster_metadata"), errors.InvalidRequestError),
         (CreatableTopic("t", 0), errors.InvalidPartitionsError),
         (CreatableTopic("t", 1, 0), errors.InvalidReplicationFactorError),
         (CreatableTopic("t", 1, 4), errors.InvalidReplicationFactorError),

@@ -235,10 +235,13 @@ def test_startup_removes_delete_dirs_and_ignores_strangers(
     (d / "t-0.abc123-delete" / "00000000000000000000.log").write_bytes(b"")
     (d / "not a partition").mkdir()
     (d / "stray-file-0").write_text("x")
+    (d / "__cluster_metadata-0").mkdir()  # the quorum's log, where metadata.log.dir is unset
+    (d / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(b"x" * 10)
     lm = start(managers, [d])
     assert list(lm.all_logs()) == []
     assert not (d / "t-0.abc123-delete").exists()
     assert (d / "not a partition").exists()
+    assert (d / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes() == b"x" * 10
 
 
 def test_duplicate_partition_in_two_dirs_is_refused(

@@ -18,7 +18,6 @@ from rillet.errors import (
     InconsistentClusterIdError,
     KafkaError,
     NotControllerError,
-    SnapshotNotFoundError,
 )
 from rillet.protocol.errors import set_error
 from rillet.protocol.gen.v1 import quorum_pb2, quorum_pb2_grpc
@@ -42,6 +41,7 @@ from rillet.raft.messages import (
     EndQuorumEpochRequest,
     Errors,
     FetchRequest,
+    FetchSnapshotRequest,
     Message,
     VoteRequest,
     VoteResponse,
@@ -59,6 +59,7 @@ _METHODS: dict[type, str] = {
     BeginQuorumEpochRequest: "BeginQuorumEpoch",
     EndQuorumEpochRequest: "EndQuorumEpoch",
     FetchRequest: "Fetch",
+    FetchSnapshotRequest: "FetchSnapshot",
 }
 
 
@@ -67,13 +68,14 @@ _RESPONSE_TYPES: dict[type, type[QuorumResponse]] = {
     quorum_pb2.BeginQuorumEpochRequest: quorum_pb2.BeginQuorumEpochResponse,
     quorum_pb2.EndQuorumEpochRequest: quorum_pb2.EndQuorumEpochResponse,
     quorum_pb2.QuorumFetchRequest: quorum_pb2.QuorumFetchResponse,
+    quorum_pb2.FetchSnapshotRequest: quorum_pb2.FetchSnapshotResponse,
 }
 
 
 def _source_id(request: QuorumRequest) -> int:
     if isinstance(request, quorum_pb2.VoteRequest):
         return request.candidate_id
-    if isinstance(request, quorum_pb2.QuorumFetchRequest):
+    if isinstance(request, quorum_pb2.QuorumFetchRequest | quorum_pb2.FetchSnapshotRequest):
         return request.replica_id
     return request.leader_id
 
@@ -137,10 +139,7 @@ class QuorumServicer(quorum_pb2_grpc.QuorumServiceServicer):
     async def FetchSnapshot(
         self, request: quorum_pb2.FetchSnapshotRequest, context: Context
     ) -> quorum_pb2.FetchSnapshotResponse:
-        # Snapshots (KIP-630) are not written yet, so there is never one to fetch.
-        response = quorum_pb2.FetchSnapshotResponse()
-        set_error(response, SnapshotNotFoundError("This node has no metadata snapshot."))
-        return response
+        return cast(quorum_pb2.FetchSnapshotResponse, await self._raft(request))
 
     async def BrokerRegistration(
         self, request: quorum_pb2.BrokerRegistrationRequest, context: Context
