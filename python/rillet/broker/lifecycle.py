@@ -29,8 +29,12 @@ __all__ = ["BrokerLifecycle", "BrokerLifecycleManager", "BrokerState"]
 
 _log = logging.getLogger(__name__)
 
-# How soon a broker retries when it is not registered (no controller yet, say).
+# How soon a broker retries a registration that failed (no controller yet, say); the wait
+# doubles with each failure in a row up to REGISTRATION_RETRY_MAX_MS, as Kafka's broker backs
+# off, so one refused while its previous incarnation's session lasts does not hammer the
+# controller.
 REGISTRATION_RETRY_MS = 50
+REGISTRATION_RETRY_MAX_MS = 1_000
 
 LifecycleRequest = BrokerRegistrationRequest | BrokerHeartbeatRequest
 R = TypeVar("R", BrokerRegistrationRequest, BrokerHeartbeatRequest)
@@ -62,7 +66,8 @@ class BrokerLifecycle:
       ``should_shutdown``.
 
     A retriable error (no active controller, a timeout) keeps the state and retries: a
-    registration after ``REGISTRATION_RETRY_MS``, a heartbeat after the heartbeat interval.
+    heartbeat after the heartbeat interval, a registration after ``REGISTRATION_RETRY_MS``,
+    doubled for each further failure in a row (at most ``REGISTRATION_RETRY_MAX_MS``).
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self._due_ms = now_ms
         self._in_flight: LifecycleRequest | None = None
+        self._failed_registrations = 0
 
     @property
     def is_registered(self) -> bool:
@@ -132,8 +138,11 @@ class BrokerLifecycle:
         """The answer to the registration in flight: the new broker epoch, or the error."""
         self._take(BrokerRegistrationRequest)
         if isinstance(result, KafkaError):
-            self._due_ms = now_ms + REGISTRATION_RETRY_MS
+            backoff = REGISTRATION_RETRY_MS << min(self._failed_registrations, 16)
+            self._failed_registrations += 1
+            self._due_ms = now_ms + min(backoff, REGISTRATION_RETRY_MAX_MS)
             return
+        self._failed_registrations = 0
         self.broker_epoch = result
         if self.state == BrokerState.STARTING:
             self.state = BrokerState.RECOVERY
@@ -198,7 +207,7 @@ class BrokerLifecycleManager:
         self.listeners = listeners
         self.metadata_offset = metadata_offset
         self._runner: asyncio.Task[None] | None = None
-        self._reported_ms: int | None = None
+        self._reported_ms: dict[str, int] = {}
 
     def start(self) -> None:
         self._runner = asyncio.create_task(self._run(), name="broker-lifecycle")
@@ -232,16 +241,20 @@ class BrokerLifecycleManager:
             life.on_heartbeat(result, self.clock())
 
     def _report(self, what: str, error: KafkaError) -> None:
-        """A refusal is a warning every time; a retriable failure (no controller reachable
-        yet, say) is logged once per ``REPORT_INTERVAL_MS`` while it lasts, so a broker that
-        waits for the quorum says why without flooding its log."""
-        if not error.retriable:
-            _log.warning("%s: %s", what, error)
-            return
+        """A refusal is a warning, a retriable failure (no controller reachable yet, say)
+        news; each kind is logged once per ``REPORT_INTERVAL_MS`` while it lasts, so a
+        broker that waits for the quorum, or for its previous incarnation's session to end,
+        says why without flooding its log."""
+        key = f"{what}: {error.name}"
         now = self.clock()
-        if self._reported_ms is None or now - self._reported_ms >= REPORT_INTERVAL_MS:
-            self._reported_ms = now
+        last = self._reported_ms.get(key)
+        if last is not None and now - last < REPORT_INTERVAL_MS:
+            return
+        self._reported_ms[key] = now
+        if error.retriable:
             _log.info("%s, retrying: %s", what, error)
+        else:
+            _log.warning("%s (retrying): %s", what, error)
 
     async def stop(self, timeout_s: float = 5) -> None:
         """Controlled shutdown (bounded by ``timeout_s``), then stop heartbeating."""

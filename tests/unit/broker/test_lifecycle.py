@@ -18,6 +18,7 @@ from rillet.broker.lifecycle import (
 from rillet.controller import AlterPartitionResult, AlterPartitionState, HeartbeatResult
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.errors import (
+    DuplicateBrokerRegistrationError,
     IllegalStateError,
     KafkaError,
     NotControllerError,
@@ -74,6 +75,25 @@ def test_retriable_errors_retry_and_others_re_register() -> None:
     b.on_heartbeat(StaleBrokerEpochError("expected 4"), now_ms=2_100)
     assert (b.state, b.broker_epoch) == (BrokerState.STARTING, -1)
     assert isinstance(b.poll(2_100 + REGISTRATION_RETRY_MS, EP, 0), BrokerRegistrationRequest)
+
+
+def test_failed_registrations_back_off_up_to_a_limit() -> None:
+    b = life()
+    now, waits = 0, []
+    for _ in range(8):
+        b.poll(now, EP, -1)
+        b.on_registered(DuplicateBrokerRegistrationError("still registered"), now_ms=now)
+        deadline = b.next_deadline_ms()
+        assert deadline is not None
+        waits.append(deadline - now)
+        now = deadline
+    assert waits == [50, 100, 200, 400, 800, 1000, 1000, 1000]
+    b.poll(now, EP, -1)
+    b.on_registered(9, now_ms=now)
+    b.poll(now, EP, 0)
+    b.on_heartbeat(StaleBrokerEpochError("expected 10"), now_ms=now)
+    # Registered once: the count starts again.
+    assert b.next_deadline_ms() == now + REGISTRATION_RETRY_MS
 
 
 def test_controlled_shutdown_waits_for_should_shutdown() -> None:
