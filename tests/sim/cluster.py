@@ -108,9 +108,13 @@ class Broker:
     def __init__(self, sim: ClusterSimulation, node_id: int) -> None:
         self.node_id = node_id
         self.raft = sim.raft_node(node_id)
-        self.publisher = MetadataPublisher(None, None)
+        self.publisher = MetadataPublisher(None, None, held=True)
         self.lifecycle = BrokerLifecycle(
-            node_id, uuid.UUID(int=node_id), sim.options.heartbeat_interval_ms, sim.now
+            node_id,
+            uuid.UUID(int=node_id),
+            sim.options.heartbeat_interval_ms,
+            sim.now,
+            ready_to_unfence=False,
         )
         self.call: LifecycleCall | None = None
         self.call_deadline_ms = 0
@@ -338,6 +342,7 @@ class ClusterSimulation:
                     list(request.listeners),
                     request.rack,
                     self.now,
+                    request.previous_broker_epoch,
                 )
             else:
                 result = c.controller.broker_heartbeat(  # type: ignore[assignment]
@@ -406,6 +411,10 @@ class ClusterSimulation:
         else:
             assert isinstance(result, HeartbeatResult | KafkaError)
             life.on_heartbeat(result, self.now)
+            if life.caught_up and not life.ready_to_unfence:
+                # The real broker's BrokerLifecycleManager does the same on_caught_up.
+                b.publisher.release()
+                life.mark_ready_to_unfence(self.now)
 
     # -- invariants ------------------------------------------------------------------------
 

@@ -5,10 +5,12 @@ real logs (a LogManager in a temporary directory), the real
 handling, and sends its ISR changes to the active controller (AlterPartition); a producing
 client (acks=all) and a consuming client talk to whichever broker their (possibly stale)
 metadata names as leader. Everything travels on the simulated network with its delays,
-losses and cuts; brokers crash (as kill -9 does: the page cache survives) and restart with a
-new incarnation; brokers and controllers pause (as SIGSTOP does: nothing runs, what is sent
-to them waits, and on resuming they act on it and on their overdue timers with a view of the
-cluster that is seconds old).
+losses and cuts; brokers crash (as kill -9 does: the page cache survives) or lose power
+(what was not fsynced is lost from the first unflushed byte on, possibly mid-batch) and
+restart with a new incarnation; brokers and controllers pause (as SIGSTOP does: nothing runs,
+what is sent to them waits, and on resuming they act on it and on their overdue timers with
+a view of the cluster that is seconds old); a broker's disk turns slow for a while (every
+request that reads or writes its logs waits).
 
 Invariants, checked after every event (:meth:`ReplicationSimulation.check`):
 
@@ -27,7 +29,9 @@ record is in it at its offset.
 from __future__ import annotations
 
 import itertools
+import random
 import shutil
+import struct
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -69,6 +73,8 @@ class ReplicationOptions:
     fault_interval_ms: tuple[int, int] = (500, 2_500)
     crash_downtime_ms: tuple[int, int] = (200, 4_000)
     pause_ms: tuple[int, int] = (200, 3_000)
+    slow_disk_ms: tuple[int, int] = (20, 400)  # the extra time each disk access takes
+    slow_disk_for_ms: tuple[int, int] = (500, 4_000)
 
 
 # -- packets ---------------------------------------------------------------------------
@@ -253,16 +259,55 @@ class DataBroker:
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self.replicas.partitions.get(tp)
 
-    def crash(self) -> None:
-        """As kill -9: nothing is checkpointed or marked clean; the written bytes stay."""
+    def crash(self, power_loss: random.Random | None = None) -> None:
+        """As kill -9: nothing is checkpointed or marked clean; the written bytes stay. With
+        ``power_loss`` (its random choices), the bytes past each log's recovery point (what
+        was never fsynced) are lost too: all, none, or from a random byte on."""
+        flushed = {p.log.dir: p.log.recovery_point for p in self.replicas.partitions.values()}
         for p in self.replicas.partitions.values():
             p.log.close()
+        if power_loss is not None:
+            for log_dir, recovery_point in flushed.items():
+                _lose_unflushed(Path(log_dir), recovery_point, power_loss)
         # A crash skips the orderly shutdown: only the directory locks go (the process's
         # file descriptors close when it dies).
         self.log_manager._logs.clear()
         self.log_manager._dirs = []
         self.log_manager._release_locks()
         self.crashed = True
+
+
+def _lose_unflushed(log_dir: Path, recovery_point: int, rng: random.Random) -> None:
+    """Cut a closed log's segments where a power loss might have: somewhere at or after the
+    first batch holding an offset at or above ``recovery_point``. Later segments go whole."""
+    segments = sorted(log_dir.glob("*.log"))
+    regions: list[tuple[Path, int, int]] = []  # (segment, first unflushed byte, size)
+    for seg in segments:
+        data = seg.read_bytes()
+        pos = 0
+        while pos + 27 <= len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            (last_delta,) = struct.unpack_from(">i", data, pos + 23)
+            if base + last_delta >= recovery_point:
+                break
+            pos += 12 + length
+        regions.append((seg, min(pos, len(data)), len(data)))
+    unflushed = sum(size - first for _, first, size in regions)
+    if unflushed == 0:
+        return
+    roll = rng.random()
+    keep = unflushed if roll < 0.3 else 0 if roll < 0.6 else rng.randrange(unflushed + 1)
+    for seg, first, size in regions:
+        if keep >= size - first:
+            keep -= size - first
+            continue
+        if keep == 0 and first == 0 and seg.name != segments[0].name:
+            for suffix in (".log", ".index", ".timeindex"):
+                seg.with_suffix(suffix).unlink(missing_ok=True)
+            continue
+        with open(seg, "r+b") as f:
+            f.truncate(first + keep)
+        keep = 0
 
 
 class ReplicationSimulation(ClusterSimulation):
@@ -295,6 +340,10 @@ class ReplicationSimulation(ClusterSimulation):
         # Paused nodes (SIGSTOP): node -> when it resumes. Nothing runs on it meanwhile; what
         # is sent to it waits, and its timers fire late, all at once, when it resumes.
         self.paused: dict[int, int] = {}
+        # Brokers whose disk is slow: node -> (until when, extra ms per disk access).
+        self.slow_disks: dict[int, tuple[int, int]] = {}
+        self._disk_waited: set[int] = set()  # id() of packets already held for a slow disk
+        self.recovering_power_loss = False  # a broker lost power and is not back in sync
         # The topic is made on a healthy cluster; faults start once it exists.
         self._push(self.now + 100, "create")
         self._push(self.now + 100, "produce")
@@ -311,13 +360,14 @@ class ReplicationSimulation(ClusterSimulation):
     def _attach(self, b: Broker) -> None:
         d = DataBroker(self, b.node_id, self._tmp / f"broker{b.node_id}")
         self.data[b.node_id] = d
-        b.publisher = MetadataPublisher(d.replicas, d.log_manager)
+        b.publisher = MetadataPublisher(d.replicas, d.log_manager, held=True)
         self._push(self.now + self.data_options.fetch_idle_ms, "fetch", b.node_id)
 
-    def crash_broker(self, node_id: int, downtime_ms: int) -> None:
-        self.log(f"crash broker {node_id} for {downtime_ms} ms")
+    def crash_broker(self, node_id: int, downtime_ms: int, *, power_loss: bool = False) -> None:
+        what = "power loss on" if power_loss else "crash"
+        self.log(f"{what} broker {node_id} for {downtime_ms} ms")
         self.paused.pop(node_id, None)  # a stopped process can be killed too
-        self.data[node_id].crash()
+        self.data[node_id].crash(self.rng if power_loss else None)
         self.pending.pop(node_id, None)  # a dead broker answers nothing
         self._tick_at.pop(node_id, None)
         self._lifecycle_at.pop(node_id, None)
@@ -334,6 +384,7 @@ class ReplicationSimulation(ClusterSimulation):
             uuid.UUID(int=node_id * 1000 + n),
             self.options.heartbeat_interval_ms,
             self.now,
+            ready_to_unfence=False,
         )
         self.brokers[node_id] = b
         self.images.pop(node_id, None)  # a new process starts from an empty image
@@ -438,6 +489,8 @@ class ReplicationSimulation(ClusterSimulation):
             return
         if (packet.source_id, packet.destination_id) in self.blocked:
             return
+        if self._held_for_slow_disk(p):
+            return
         if isinstance(p, FetchCall):
             self._serve_fetch(p)
         elif isinstance(p, FetchReply):
@@ -458,6 +511,22 @@ class ReplicationSimulation(ClusterSimulation):
             self._on_consume_reply(p)
         else:
             super()._deliver(packet)
+
+    def _held_for_slow_disk(self, packet: object) -> bool:
+        """A request that reads or writes the logs of a broker with a slow disk is handled
+        that much later (once; the packet is then marked)."""
+        if not isinstance(packet, FetchCall | FetchReply | ProduceCall | ConsumeCall):
+            return False
+        if id(packet) in self._disk_waited:
+            self._disk_waited.discard(id(packet))
+            return False
+        slow = self.slow_disks.get(packet.destination_id)
+        if slow is None or slow[0] <= self.now:
+            self.slow_disks.pop(packet.destination_id, None)
+            return False
+        self._disk_waited.add(id(packet))
+        self._push(self.now + slow[1], "deliver", packet)
+        return True
 
     def isolate(self, node_id: int) -> None:
         super().isolate(node_id)
@@ -757,9 +826,27 @@ class ReplicationSimulation(ClusterSimulation):
     def _inject_fault(self) -> None:
         roll = self.rng.random()
         live = [b for b in self.broker_ids if self.alive(b)]
-        if roll < 0.3 and len(live) == len(self.broker_ids):
+        if self.recovering_power_loss and self._all_in_sync():
+            self.recovering_power_loss = False
+        if roll < 0.3 and len(live) == len(self.broker_ids) and not self.recovering_power_loss:
             victim = self.rng.choice(live)
-            self.crash_broker(victim, self.rng.randint(*self.data_options.crash_downtime_ms))
+            # A power loss takes what a broker never fsynced: only the other replicas keep
+            # it. Until the broker is registered anew and back in every ISR, no other broker
+            # fails (a second failure then, kill -9 or power, is beyond what replication
+            # without fsync survives: Kafka has the same limit).
+            power_loss = self.rng.random() < 0.4 and self._all_in_sync()
+            self.recovering_power_loss = power_loss
+            self.crash_broker(
+                victim,
+                self.rng.randint(*self.data_options.crash_downtime_ms),
+                power_loss=power_loss,
+            )
+        elif roll < 0.38:
+            victim = self.rng.choice(live)
+            until = self.now + self.rng.randint(*self.data_options.slow_disk_for_ms)
+            delay = self.rng.randint(*self.data_options.slow_disk_ms)
+            self.slow_disks[victim] = (until, delay)
+            self.log(f"slow disk on broker {victim}: +{delay} ms per access until {until}")
         elif roll < 0.55:
             self.isolate(self.rng.choice([*self.broker_ids, *self.controller_ids]))
         elif roll < 0.7:
@@ -771,6 +858,27 @@ class ReplicationSimulation(ClusterSimulation):
             self.pause(victim, self.rng.randint(*self.data_options.pause_ms))
         else:
             self.heal()
+
+    def _all_in_sync(self) -> bool:
+        """Every partition's committed ISR holds all its replicas, all of them unfenced and
+        registered by the process running now (not a session from before a restart)."""
+        c = self.active_controller()
+        if c is None:
+            return False
+        image = c.controller.committed
+        topic = image.topic(TOPIC)
+        if topic is None:
+            return False
+        return all(
+            set(reg.isr) == set(reg.replicas)
+            and all(
+                b in image.brokers
+                and not image.brokers[b].fenced
+                and image.brokers[b].broker_epoch == self.brokers[b].lifecycle.broker_epoch
+                for b in reg.replicas
+            )
+            for reg in topic.partitions.values()
+        )
 
     # -- invariants ------------------------------------------------------------------------
 
@@ -820,6 +928,7 @@ class ReplicationSimulation(ClusterSimulation):
         self.faults_on = False
         self.producing = False
         self.heal()
+        self.slow_disks.clear()
         for node in list(self.paused):
             self._resume(node)
         for b in self.broker_ids:

@@ -61,6 +61,10 @@ class BrokerLifecycle:
     - RECOVERY <-> RUNNING as heartbeats are answered fenced or unfenced;
     - RECOVERY/RUNNING -> STARTING when a heartbeat is refused with a non-retriable error
       (a stale epoch, an unknown registration): the broker registers again;
+    - a broker made with ``ready_to_unfence=False`` heartbeats with ``want_fence`` (and so
+      stays fenced) until :meth:`mark_ready_to_unfence`, which its driver calls once a
+      heartbeat said it has ``caught_up`` and it has acted on the metadata (Kafka's broker
+      waits so for its publishers);
     - any registered state -> PENDING_CONTROLLED_SHUTDOWN on
       :meth:`begin_controlled_shutdown`; -> SHUTTING_DOWN once a heartbeat says
       ``should_shutdown``.
@@ -77,8 +81,12 @@ class BrokerLifecycle:
         heartbeat_interval_ms: int,
         now_ms: int,
         rack: str | None = None,
+        *,
+        ready_to_unfence: bool = True,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.broker_id = broker_id
+        self.previous_broker_epoch = previous_broker_epoch
         self.incarnation_id = incarnation_id
         self.rack = rack
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -87,6 +95,8 @@ class BrokerLifecycle:
         self._due_ms = now_ms
         self._in_flight: LifecycleRequest | None = None
         self._failed_registrations = 0
+        self.ready_to_unfence = ready_to_unfence
+        self.caught_up = False  # a heartbeat said this broker has caught up with the log
 
     @property
     def is_registered(self) -> bool:
@@ -115,13 +125,18 @@ class BrokerLifecycle:
         request: LifecycleRequest
         if not self.is_registered:
             request = BrokerRegistrationRequest(
-                self.broker_id, self.incarnation_id, tuple(listeners), self.rack
+                self.broker_id,
+                self.incarnation_id,
+                tuple(listeners),
+                self.rack,
+                self.previous_broker_epoch,
             )
         else:
             request = BrokerHeartbeatRequest(
                 self.broker_id,
                 self.broker_epoch,
                 metadata_offset,
+                want_fence=not self.ready_to_unfence,
                 want_shutdown=self.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN,
             )
         self._in_flight = request
@@ -160,12 +175,22 @@ class BrokerLifecycle:
                     self.state = BrokerState.STARTING
                 self._due_ms = now_ms + REGISTRATION_RETRY_MS
             return
+        self.caught_up = self.caught_up or result.is_caught_up
         if self.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN:
             if result.should_shutdown:
                 self.state = BrokerState.SHUTTING_DOWN
         elif self.state in (BrokerState.RECOVERY, BrokerState.RUNNING):
             self.state = BrokerState.RECOVERY if result.is_fenced else BrokerState.RUNNING
         self._due_ms = now_ms + self.heartbeat_interval_ms
+
+    def mark_ready_to_unfence(self, now_ms: int) -> None:
+        """The broker has acted on the metadata it caught up with: the next heartbeat, due
+        now, asks to be unfenced."""
+        if self.ready_to_unfence:
+            return
+        self.ready_to_unfence = True
+        if self.is_registered:
+            self._due_ms = now_ms
 
     def abandon_in_flight(self, now_ms: int) -> None:
         """The request in flight will never be answered (its driver gave up on it)."""
@@ -191,7 +216,9 @@ class BrokerLifecycleManager:
     """Runs a :class:`BrokerLifecycle` on the event loop: sends its requests over the
     controller channel, one at a time, and feeds the answers back. ``listeners`` gives the
     advertised endpoints (known once the listeners are bound) and ``metadata_offset`` the
-    offset this broker's metadata image has reached."""
+    offset this broker's metadata image has reached. ``on_caught_up`` runs once, when a
+    heartbeat first says the broker has caught up with the metadata log; the broker is ready
+    to be unfenced when it returns."""
 
     def __init__(
         self,
@@ -200,8 +227,10 @@ class BrokerLifecycleManager:
         clock: Clock,
         listeners: Callable[[], Sequence[BrokerEndpoint]],
         metadata_offset: Callable[[], int],
+        on_caught_up: Callable[[], None] | None = None,
     ) -> None:
         self.lifecycle = lifecycle
+        self.on_caught_up = on_caught_up
         self.channel = channel
         self.clock = clock
         self.listeners = listeners
@@ -239,6 +268,10 @@ class BrokerLifecycleManager:
             if isinstance(result, KafkaError):
                 self._report("broker heartbeat failed", result)
             life.on_heartbeat(result, self.clock())
+            if life.caught_up and not life.ready_to_unfence:
+                if self.on_caught_up is not None:
+                    self.on_caught_up()
+                life.mark_ready_to_unfence(self.clock())
 
     def _report(self, what: str, error: KafkaError) -> None:
         """A refusal is a warning, a retriable failure (no controller reachable yet, say)

@@ -1,7 +1,15 @@
 """The broker's side of the metadata log (Kafka's BrokerMetadataPublisher): committed records
 become the next :class:`~rillet.metadata.image.MetadataImage`, and each change becomes the
 action it needs: new topic configs for the logs, become-leader / become-follower / delete
-for the ReplicaManager. Runs on the event loop; ``image`` is replaced, never mutated."""
+for the ReplicaManager. Runs on the event loop; ``image`` is replaced, never mutated.
+
+A starting broker's publisher is *held* (Kafka's broker installs its publishers only once the
+controller says it has caught up): the image follows the log, but nothing is acted on, so a
+broker that restarts with less than it had (a power loss took what was never fsynced) never
+leads a partition on the strength of an image from before it went down. :meth:`release`
+acts on everything at once, and deletes the stray logs the caught-up image does not place on
+this broker.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +18,36 @@ from collections.abc import Sequence
 from rillet.broker.replica_manager import ReplicaManager
 from rillet.metadata.image import MetadataDelta, MetadataImage
 from rillet.metadata.records import ConfigResourceType, MetadataRecord
-from rillet.metadata.snapshot import image_from_records
+from rillet.metadata.snapshot import image_from_records, image_records
 from rillet.storage.log_manager import LogManager
 
 __all__ = ["MetadataPublisher"]
 
 
 class MetadataPublisher:
-    def __init__(self, replicas: ReplicaManager | None, log_manager: LogManager | None) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaManager | None,
+        log_manager: LogManager | None,
+        *,
+        held: bool = False,
+    ) -> None:
         self.image = MetadataImage()
         self.replicas = replicas
         self.log_manager = log_manager
+        self.held = held
+        self._acted = self.image  # the image the logs and replicas were last brought to
+
+    def release(self) -> None:
+        """Stop holding: act on the whole image, then delete stray logs."""
+        if not self.held:
+            return
+        self.held = False
+        end = self.image.offset + 1
+        _, delta = image_from_records(image_records(self.image), end, self._acted)
+        self._apply(delta)
+        if self.replicas is not None:
+            self.replicas.remove_stray_logs(self.image)
 
     def publish(self, records: Sequence[tuple[int, MetadataRecord]]) -> None:
         """Apply one run of committed ``(offset, record)`` pairs, in offset order."""
@@ -40,12 +67,15 @@ class MetadataPublisher:
         then deleted as strays."""
         _, delta = image_from_records(records, end_offset, self.image)
         self._apply(delta)
-        if skipped and self.replicas is not None:
+        if skipped and not self.held and self.replicas is not None:
             self.replicas.remove_stray_logs(self.image)
 
     def _apply(self, delta: MetadataDelta) -> None:
-        old, new = self.image, delta.apply()
+        new = delta.apply()
         self.image = new
+        if self.held:
+            return
+        old, self._acted = self._acted, new
         if self.log_manager is not None:
             for rtype, name in {**old.configs, **new.configs}:
                 if (
@@ -54,5 +84,7 @@ class MetadataPublisher:
                     and old.topic_config(name) != new.topic_config(name)
                 ):
                     self.log_manager.update_topic_config(name, dict(new.topic_config(name)))
+                    if self.replicas is not None:
+                        self.replicas.topic_config_changed(name)
         if self.replicas is not None:
             self.replicas.apply_partition_changes(delta.partition_changes(), new)

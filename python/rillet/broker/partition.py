@@ -175,8 +175,12 @@ class Partition:
         return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
 
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = the smallest log end offset over the maximal ISR. Returns whether it moved."""
-        if not self.is_leader:
+        """HW = the smallest log end offset over the maximal ISR. Returns whether it moved.
+
+        The HW stands still while the ISR is smaller than min.insync.replicas (KIP-966): the
+        replicas that left it (the eligible leader replicas) hold everything below it, so
+        one of them can lead without losing a record a consumer has seen."""
+        if not self.is_leader or len(self.isr) < self.min_insync_replicas:
             return False
         leo = self.log.log_end_offset
         hw = min(
@@ -262,15 +266,14 @@ class Partition:
                 f"Leadership of {self.tp} moved (now leader {self.leader_id} in epoch "
                 f"{self.leader_epoch}) before the records were replicated."
             )
-        if self.high_watermark < end_offset:
-            return False
-        if len(self.isr) < self.min_insync_replicas:
+        if len(self.maximal_isr) < self.min_insync_replicas:
+            # The high watermark stands still meanwhile (KIP-966): fail now, not at timeout.
             raise errors.NotEnoughReplicasAfterAppendError(
                 f"The size of the current ISR {list(self.isr)} is insufficient to satisfy "
                 f"the min.isr requirement of {self.min_insync_replicas} for partition "
                 f"{self.tp}; the records were written but are not acknowledged"
             )
-        return True
+        return self.high_watermark >= end_offset
 
     # -- follower operations ---------------------------------------------------------------
 

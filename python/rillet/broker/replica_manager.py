@@ -164,6 +164,16 @@ class ReplicaManager:
         for tp in changed:
             self._changed(tp)
 
+    def topic_config_changed(self, topic: str) -> None:
+        """A topic's configs changed: its partitions take the new min.insync.replicas (the
+        high watermark may move, and acks=all appends waiting on it finish)."""
+        min_isr = int(self.log_manager.topic_config(topic)["min.insync.replicas"])
+        for tp, p in self.partitions.items():
+            if tp.topic == topic and p.min_insync_replicas != min_isr:
+                p.min_insync_replicas = min_isr
+                p.maybe_increment_high_watermark()
+                self._changed(tp)
+
     def remove_stray_logs(self, image: MetadataImage) -> None:
         """Delete the local logs ``image`` does not place on this broker: their topic is gone,
         was recreated under a new id, or the partition moved away. Called once this broker's

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from rillet import errors
 from rillet.controller.elections import elect_on_unfence, leave_isrs
+from rillet.controller.elr import leave_after_unclean_shutdown
 from rillet.controller.results import ControllerResult
 from rillet.metadata.image import MetadataImage
 from rillet.metadata.records import (
@@ -60,9 +61,12 @@ class ClusterControl:
         endpoints: Sequence[BrokerEndpoint],
         rack: str | None,
         now_ms: int,
+        previous_broker_epoch: int = -1,
     ) -> ControllerResult[int]:
         """Register (or re-register after a restart) a broker; it starts fenced. Returns its
-        new broker epoch."""
+        new broker epoch. A restarted broker whose ``previous_broker_epoch`` (from its
+        clean-shutdown marker) is not the epoch it had shut down uncleanly and may have lost
+        records it never fsynced: it leaves the ISRs and ELRs (KIP-966)."""
         existing = image.brokers.get(broker_id)
         if (
             existing is not None
@@ -81,6 +85,13 @@ class ClusterControl:
         ]
         if existing is not None and not existing.fenced:
             records.extend(leave_isrs(image, broker_id, static_unclean=self.unclean))
+        if (
+            existing is not None
+            and existing.incarnation_id != incarnation_id
+            and previous_broker_epoch != existing.broker_epoch
+        ):
+            after = image.replay(enumerate(records, image.offset + 1))
+            records.extend(leave_after_unclean_shutdown(after, broker_id))
         return ControllerResult(records, epoch)
 
     def broker_heartbeat(

@@ -2,11 +2,12 @@
 admin asks for (ElectLeaders, KIP-460), and automatic preferred leader balancing (Kafka's
 PartitionChangeBuilder election rules and ReplicationControlManager's elections).
 
-A leader comes from the ISR (clean election). When no in-sync replica is usable the
-partition has no leader (-1), unless ``unclean.leader.election.enable`` for its topic lets an
-out-of-sync replica lead, at the cost of the records it lacks; the ISR is then the new
-leader alone, and the election is logged. The last ISR member stays in the ISR while it is
-down (it has every committed record), so that it can lead again.
+A leader comes from the ISR (clean election), else from the eligible leader replicas (KIP-966,
+see :mod:`~rillet.controller.elr`), which hold every committed record too. When none of
+those is usable the partition has no leader (-1), unless ``unclean.leader.election.enable``
+for its topic lets an out-of-sync replica lead, at the cost of the records it lacks; the ISR
+is then the new leader alone, and the election is logged. The last ISR member stays in the
+ISR while it is down (it has every committed record), so that it can lead again.
 
 ``unclean.leader.election.enable`` is resolved per topic: the topic's own config, else the
 cluster-wide dynamic broker default, else the controller's static config.
@@ -81,10 +82,13 @@ def choose_leader(
     unclean: bool,
     exclude: int = NO_LEADER,
 ) -> int:
-    """The first usable replica (in assignment order) that is in ``isr``; with ``unclean``
-    the first usable replica at all; else NO_LEADER."""
+    """The first usable replica (in assignment order) that is in ``isr``, else in the ELR;
+    with ``unclean`` the first usable replica at all; else NO_LEADER."""
     for b in reg.replicas:
         if b in isr and b != exclude and is_usable(image, b):
+            return b
+    for b in reg.replicas:
+        if b in reg.elr and b != exclude and is_usable(image, b):
             return b
     if unclean:
         for b in reg.replicas:
@@ -96,10 +100,22 @@ def choose_leader(
 def _change(
     topic: TopicImage, p: int, reg: PartitionRegistration, leader: int, isr: Sequence[int]
 ) -> PartitionChangeRecord | None:
-    """The record moving ``reg`` to ``leader`` and ``isr`` (an unclean leader, one outside
-    ``isr``, makes itself the whole ISR and is logged); None when nothing changes."""
+    """The record moving ``reg`` to ``leader`` and ``isr`` (a leader outside ``isr`` makes
+    itself the whole ISR: an eligible leader replica, or an unclean leader, which is logged);
+    None when nothing changes."""
     isr = tuple(isr)
-    if leader != NO_LEADER and leader not in isr:
+    if leader != NO_LEADER and leader not in isr and leader in reg.elr:
+        _log.info(
+            "Setting new leader for topic %s partition %d to %d from the eligible leader "
+            "replicas %s (ISR was %s)",
+            topic.name,
+            p,
+            leader,
+            list(reg.elr),
+            list(reg.isr),
+        )
+        isr = (leader,)
+    elif leader != NO_LEADER and leader not in isr:
         _log.warning(
             "Setting new leader for topic %s partition %d to %d using an unclean election "
             "(ISR was %s): records it lacks are lost",
@@ -152,7 +168,11 @@ def elect_on_unfence(
         for p, reg in sorted(topic.partitions.items()):
             if reg.has_leader or broker_id not in reg.replicas:
                 continue
-            if broker_id in reg.isr or unclean_enabled(image, topic.name, static_unclean):
+            if (
+                broker_id in reg.isr
+                or (broker_id in reg.elr and not any(is_usable(image, b) for b in reg.isr))
+                or unclean_enabled(image, topic.name, static_unclean)
+            ):
                 record = _change(topic, p, reg, broker_id, reg.isr)
                 if record is not None:
                     out.append(record)

@@ -20,11 +20,13 @@ import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from rillet.controller import cluster, configs, elections, isr, reassignment, topics
 from rillet.controller.cluster import HeartbeatResult
 from rillet.controller.configs import AlterConfigOp
 from rillet.controller.elections import ElectionResults, ElectionType
+from rillet.controller.elr import maintain_elr
 from rillet.controller.isr import AlterPartitionResult, AlterPartitionState
 from rillet.controller.results import ControllerResult
 from rillet.controller.topics import CreatableTopic, TopicDefaults, TopicResult
@@ -38,6 +40,8 @@ from rillet.metadata.records import (
 )
 
 __all__ = ["ControllerConfig", "QuorumController"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,15 @@ class QuorumController:
             config.broker_session_timeout_ms, config.unclean_leader_election
         )
 
+    # -- eligible leader replicas -------------------------------------------------------
+
+    def _elr(self, result: ControllerResult[T]) -> ControllerResult[T]:
+        """Every partition change an operation makes keeps the ELR (KIP-966) in step."""
+        return ControllerResult(self._elr_records(result.records), result.response)
+
+    def _elr_records(self, records: list[MetadataRecord]) -> list[MetadataRecord]:
+        return maintain_elr(self.image, records, self.config.broker_config)
+
     # -- the log ---------------------------------------------------------------------------
 
     def apply_appended(self, first_offset: int, records: Sequence[MetadataRecord]) -> None:
@@ -105,8 +118,10 @@ class QuorumController:
     def create_topics(
         self, requests: Sequence[CreatableTopic], validate_only: bool = False
     ) -> ControllerResult[list[TopicResult]]:
-        return topics.create_topics(
-            self.image, self._topic_defaults, self.rng, requests, validate_only
+        return self._elr(
+            topics.create_topics(
+                self.image, self._topic_defaults, self.rng, requests, validate_only
+            )
         )
 
     def delete_topics(self, names: Sequence[str]) -> ControllerResult[list[TopicResult]]:
@@ -139,7 +154,7 @@ class QuorumController:
                 [*result.records, *elections.elect_unclean_leaders(after, self._unclean)],
                 result.response,
             )
-        return result
+        return self._elr(result)
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -150,11 +165,20 @@ class QuorumController:
         endpoints: Sequence[BrokerEndpoint],
         rack: str | None,
         now_ms: int,
+        previous_broker_epoch: int = -1,
     ) -> ControllerResult[int]:
         """Register (or re-register after a restart) a broker; it starts fenced. Returns its
         new broker epoch."""
-        return self._cluster.register_broker(
-            self.image, broker_id, incarnation_id, endpoints, rack, now_ms
+        return self._elr(
+            self._cluster.register_broker(
+                self.image,
+                broker_id,
+                incarnation_id,
+                endpoints,
+                rack,
+                now_ms,
+                previous_broker_epoch,
+            )
         )
 
     def broker_heartbeat(
@@ -167,19 +191,21 @@ class QuorumController:
         want_fence: bool = False,
         want_shutdown: bool = False,
     ) -> ControllerResult[HeartbeatResult]:
-        return self._cluster.broker_heartbeat(
-            self.image,
-            broker_id,
-            broker_epoch,
-            now_ms,
-            caught_up=caught_up,
-            want_fence=want_fence,
-            want_shutdown=want_shutdown,
+        return self._elr(
+            self._cluster.broker_heartbeat(
+                self.image,
+                broker_id,
+                broker_epoch,
+                now_ms,
+                caught_up=caught_up,
+                want_fence=want_fence,
+                want_shutdown=want_shutdown,
+            )
         )
 
     def fence_stale_brokers(self, now_ms: int) -> list[MetadataRecord]:
         """Fence every unfenced broker whose session expired."""
-        return self._cluster.fence_stale_brokers(self.image, now_ms)
+        return self._elr_records(self._cluster.fence_stale_brokers(self.image, now_ms))
 
     # -- leaders and ISRs ------------------------------------------------------------------
 
@@ -189,27 +215,29 @@ class QuorumController:
         partitions: Sequence[tuple[str, int]] | None = None,
     ) -> ControllerResult[ElectionResults]:
         """ElectLeaders (``rillet leader-election``); ``None`` means every partition."""
-        return elections.elect_leaders(self.image, election_type, partitions)
+        return self._elr(elections.elect_leaders(self.image, election_type, partitions))
 
     def alter_partition_reassignments(
         self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
     ) -> ControllerResult[list[KafkaError | None]]:
         """AlterPartitionReassignments (KIP-455): start (a target) or cancel (None)."""
-        return reassignment.alter_partition_reassignments(self.image, requests)
+        return self._elr(reassignment.alter_partition_reassignments(self.image, requests))
 
     def elect_unclean_leaders(self) -> list[MetadataRecord]:
         """Leaderless partitions of topics that allow unclean elections get a leader."""
-        return elections.elect_unclean_leaders(self.image, self._unclean)
+        return self._elr_records(elections.elect_unclean_leaders(self.image, self._unclean))
 
     def balance_partition_leaders(self) -> list[MetadataRecord]:
         """Automatic preferred leader election for brokers over
         ``leader.imbalance.per.broker.percentage``."""
-        return elections.balance_partition_leaders(
-            self.image, self.config.leader_imbalance_per_broker_percentage
+        return self._elr_records(
+            elections.balance_partition_leaders(
+                self.image, self.config.leader_imbalance_per_broker_percentage
+            )
         )
 
     def alter_partition(
         self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
     ) -> ControllerResult[list[AlterPartitionResult]]:
         """A leader's ISR changes (KIP-497)."""
-        return isr.alter_partition(self.image, broker_id, broker_epoch, changes)
+        return self._elr(isr.alter_partition(self.image, broker_id, broker_epoch, changes))

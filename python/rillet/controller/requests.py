@@ -20,6 +20,8 @@ class BrokerRegistrationRequest:
     incarnation_id: uuid.UUID
     listeners: tuple[BrokerEndpoint, ...]
     rack: str | None = None
+    # The broker epoch this broker's last clean shutdown recorded; -1: unclean or first start.
+    previous_broker_epoch: int = -1
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ class ControllerService:
                 list(request.listeners),
                 request.rack,
                 self.clock(),
+                request.previous_broker_epoch,
             )
         )
 

@@ -59,6 +59,9 @@ class PartitionRegistration:
     # ``removing_replicas``; ``adding_replicas`` are in the target and not yet caught up.
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # Eligible leader replicas (KIP-966): out of the ISR, but holding every record below the
+    # high watermark, because they left it while it was smaller than min.insync.replicas.
+    elr: tuple[int, ...] = ()
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         leader = self.leader if change.leader is None else change.leader
@@ -76,6 +79,7 @@ class PartitionRegistration:
             adding_replicas=(
                 self.adding_replicas if change.adding_replicas is None else change.adding_replicas
             ),
+            elr=self.elr if change.elr is None else change.elr,
         )
 
     @property
@@ -233,6 +237,7 @@ class MetadataDelta:
                     record.partition_epoch,
                     record.removing_replicas,
                     record.adding_replicas,
+                    record.elr,
                 )
             case PartitionChangeRecord():
                 parts = self._mutable_partitions(record.topic_id, record)

@@ -66,6 +66,8 @@ class PartitionRecord:
     # A reassignment in progress (KIP-455): the replicas it removes and adds.
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # Eligible leader replicas (KIP-966).
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class PartitionChangeRecord:
     replicas: tuple[int, ...] | None = None
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
+    elr: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     reg.partition_epoch,
                     reg.removing_replicas,
                     reg.adding_replicas,
+                    reg.elr,
                 )
             )
     for (rtype, name), values in sorted(image.configs.items()):

@@ -63,6 +63,7 @@ def encode_record(record: MetadataRecord) -> bytes:
                     partition_epoch=record.partition_epoch,
                     removing_replicas=record.removing_replicas,
                     adding_replicas=record.adding_replicas,
+                    eligible_leader_replicas=record.elr,
                 )
             )
         case PartitionChangeRecord():
@@ -73,6 +74,7 @@ def encode_record(record: MetadataRecord) -> bytes:
                 replicas=_ids(record.replicas),
                 removing_replicas=_ids(record.removing_replicas),
                 adding_replicas=_ids(record.adding_replicas),
+                eligible_leader_replicas=_ids(record.elr),
             )
             if record.leader is not None:
                 change.leader = record.leader
@@ -158,6 +160,7 @@ def decode_record(data: bytes) -> MetadataRecord:
             p.partition_epoch,
             tuple(p.removing_replicas),
             tuple(p.adding_replicas),
+            tuple(p.eligible_leader_replicas),
         )
     if kind == "partition_change":
         c = m.partition_change
@@ -171,6 +174,11 @@ def decode_record(data: bytes) -> MetadataRecord:
                 tuple(c.removing_replicas.ids) if c.HasField("removing_replicas") else None
             ),
             adding_replicas=tuple(c.adding_replicas.ids) if c.HasField("adding_replicas") else None,
+            elr=(
+                tuple(c.eligible_leader_replicas.ids)
+                if c.HasField("eligible_leader_replicas")
+                else None
+            ),
         )
     if kind == "config":
         cfg = m.config

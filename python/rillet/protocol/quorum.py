@@ -326,6 +326,7 @@ def broker_registration_from_pb(
         incarnation_id=uuid.UUID(bytes=r.incarnation_id),
         listeners=tuple(BrokerEndpoint(e.name, e.host, e.port, "PLAINTEXT") for e in r.listeners),
         rack=r.rack if r.HasField("rack") else None,
+        previous_broker_epoch=r.previous_broker_epoch,
     )
 
 
@@ -336,7 +337,7 @@ def broker_registration_request_to_pb(
         cluster_id=cluster_id,
         broker_id=request.broker_id,
         incarnation_id=request.incarnation_id.bytes,
-        previous_broker_epoch=-1,
+        previous_broker_epoch=request.previous_broker_epoch,
     )
     for e in request.listeners:
         out.listeners.add(name=e.name, host=e.host, port=e.port)

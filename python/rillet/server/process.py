@@ -129,6 +129,7 @@ class RilletServer:
             cfg.metadata_log_max_snapshot_interval_ms,
         )
         self._last_record: tuple[int, int] | None = None  # (offset, epoch) last applied
+        self._ended_epoch = -1  # the broker epoch a clean shutdown records (KIP-966)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -214,6 +215,8 @@ class RilletServer:
             cfg.broker_heartbeat_interval_ms,
             self.clock(),
             rack=cfg.broker_rack,
+            ready_to_unfence=False,
+            previous_broker_epoch=self.log_manager.previous_broker_epoch,
         )
         self.alter_partition = AlterPartitionManager(
             cfg.node_id, self.channel, lambda: life.broker_epoch
@@ -237,13 +240,28 @@ class RilletServer:
         replicas = self.replicas = ReplicaManager(
             cfg.node_id, self.log_manager, self.clock, self.alter_partition, fetchers
         )
-        self.publisher = MetadataPublisher(self.replicas, self.log_manager)
+        # Act on the metadata only once the controller says this broker has caught up.
+        self.publisher = MetadataPublisher(self.replicas, self.log_manager, held=True)
         self.lifecycle = BrokerLifecycleManager(
-            life, self.channel, self.clock, self._endpoints, lambda: self.publisher.image.offset
+            life,
+            self.channel,
+            self.clock,
+            self._endpoints,
+            lambda: self.publisher.image.offset,
+            self._on_caught_up,
         )
         self.apis = BrokerApis(
             cfg, self.cluster_id, self.replicas, lambda: self.publisher.image, self.channel
         )
+
+    def _on_caught_up(self) -> None:
+        """The controller says this broker has the metadata: act on it (leaders, followers,
+        stray logs deleted), then ask to be unfenced."""
+        _log.info(
+            "caught up with the metadata log at offset %d: acting on it",
+            self.publisher.image.offset,
+        )
+        self.publisher.release()
 
     def _start_broker_background(self) -> None:
         cfg = self.config
@@ -405,6 +423,7 @@ class RilletServer:
         """Controlled shutdown, then close everything; the clean-shutdown marker comes last.
         Safe to call once more, and after a failed start."""
         if self.lifecycle is not None:
+            self._ended_epoch = self.lifecycle.lifecycle.broker_epoch
             await self.lifecycle.stop()
             self.lifecycle = None
         if self.replicas is not None:
@@ -423,7 +442,7 @@ class RilletServer:
             self.replicas.shutdown()
             self.replicas = None
         if self.log_manager is not None:
-            self.log_manager.shutdown()
+            self.log_manager.shutdown(self._ended_epoch)
             self.log_manager = None
         if self.metadata_log is not None:
             self.metadata_log.close()

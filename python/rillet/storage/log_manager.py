@@ -3,7 +3,8 @@
 Per log directory (``log.dirs``) it keeps, as Kafka does::
 
     .lock                              flock'ed while a process uses the directory
-    .kafka_cleanshutdown               present only after a clean shutdown
+    .kafka_cleanshutdown               present only after a clean shutdown; names the broker
+                                       epoch it ended (KIP-966)
     recovery-point-offset-checkpoint   offsets below which each log is fsynced
     log-start-offset-checkpoint        each log's log start offset
     replication-offset-checkpoint      each partition's high watermark
@@ -25,6 +26,7 @@ thread safe, so reads and appends may come from elsewhere).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -83,6 +85,9 @@ class LogManager:
     _dirs: list[Path] = field(default_factory=list, init=False)
     _topic_overrides: dict[str, Mapping[str, object]] = field(default_factory=dict, init=False)
     _high_watermarks: dict[TopicPartition, int] = field(default_factory=dict, init=False)
+    # The broker epoch the last shutdown recorded in every dir's clean-shutdown marker; -1
+    # when any dir was not shut down cleanly (or the marker names no epoch).
+    previous_broker_epoch: int = field(default=-1, init=False)
 
     def startup(self) -> dict[TopicPartition, RecoveryInfo]:
         """Lock every log dir and open every log in it (recovering after a crash). On failure
@@ -96,6 +101,8 @@ class LogManager:
         try:
             for d in dirs:
                 self._locks.append(lock_dir(d))
+            epochs = {_read_clean_shutdown_epoch(d / CLEAN_SHUTDOWN_FILE) for d in dirs}
+            self.previous_broker_epoch = epochs.pop() if len(epochs) == 1 else -1
             for d in dirs:
                 recovered.update(self._load_dir(d))
         except BaseException:
@@ -340,9 +347,10 @@ class LogManager:
                 ],
             )
 
-    def shutdown(self) -> None:
-        """Flush and close every log, checkpoint, then mark each dir cleanly shut down. Does
-        nothing if the manager is not started."""
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, checkpoint, then mark each dir cleanly shut down (with
+        the ``broker_epoch`` this run ends, which the next registration names). Does nothing
+        if the manager is not started."""
         if not self._dirs:
             return
         try:
@@ -351,8 +359,12 @@ class LogManager:
             self.checkpoint()
             for m in self._logs.values():
                 m.log.close()
+            marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch})
             for d in self._dirs:
-                (d / CLEAN_SHUTDOWN_FILE).touch()
+                with open(d / CLEAN_SHUTDOWN_FILE, "w", encoding="utf-8") as f:
+                    f.write(marker)
+                    f.flush()
+                    os.fsync(f.fileno())
                 _fsync_dir(d)
         finally:
             self._logs.clear()
@@ -363,6 +375,17 @@ class LogManager:
         for f in self._locks:
             f.close()
         self._locks.clear()
+
+
+def _read_clean_shutdown_epoch(path: Path) -> int:
+    """The broker epoch a clean-shutdown marker names; -1 without a marker, for an empty one
+    (an older version's) or for one this version cannot read."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8") or "{}")
+        epoch = content.get("brokerEpoch", -1) if isinstance(content, dict) else -1
+    except (OSError, UnicodeDecodeError, ValueError):
+        return -1
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

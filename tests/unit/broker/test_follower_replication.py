@@ -339,3 +339,22 @@ async def test_a_consumer_is_told_where_the_log_diverged_from_what_it_read(
     # One that names a deposed leader's epoch is fenced.
     stale = b2.read({TP: FetchPartition(1, 1 << 20, 0)}, -1, 1 << 20)
     assert isinstance(stale[TP].error, FencedLeaderEpochError)
+
+
+async def test_the_high_watermark_stands_still_below_min_insync_replicas(
+    brokers: Brokers,
+) -> None:
+    create(brokers, (1, 2, 3), min_isr=2)
+    b1 = brokers.rms[1]
+    brokers.commit([PartitionChangeRecord(TID, 0, isr=(1,))])
+    res = await b1.append_records({TP: batch(b"a")}, 1, 1000)
+    assert res[TP].error is None
+    p = b1.partitions[TP]
+    # KIP-966: a replica that left the ISR may lead and must hold all below the HW.
+    assert p.log.log_end_offset == 1 and p.high_watermark == 0
+    brokers.commit([PartitionChangeRecord(TID, 0, isr=(1, 2))])
+    assert p.maybe_increment_high_watermark() is False  # follower 2 has not fetched yet
+    f21, c21 = brokers.fetcher(2, 1)
+    await round_trip(f21, c21)
+    await round_trip(f21, c21)
+    assert p.high_watermark == 1

@@ -181,3 +181,23 @@ async def test_the_driver_registers_heartbeats_and_shuts_down_in_a_controlled_wa
     last = channel.calls[-1]
     assert isinstance(last, BrokerHeartbeatRequest) and last.want_shutdown
     assert manager.lifecycle.state == BrokerState.SHUTTING_DOWN
+
+
+def test_a_broker_asks_to_be_unfenced_only_once_ready() -> None:
+    b = BrokerLifecycle(7, uuid.UUID(int=7), INTERVAL, now_ms=0, ready_to_unfence=False)
+    b.poll(0, EP, -1)
+    b.on_registered(3, now_ms=1)
+    hb = b.poll(1, EP, 0)
+    assert isinstance(hb, BrokerHeartbeatRequest) and hb.want_fence
+    b.on_heartbeat(HeartbeatResult(is_caught_up=True, is_fenced=True, should_shutdown=False), 2)
+    assert b.caught_up and not b.ready_to_unfence
+    b.mark_ready_to_unfence(now_ms=3)
+    assert b.next_deadline_ms() == 3  # the next heartbeat goes now, and asks
+    hb = b.poll(3, EP, 5)
+    assert isinstance(hb, BrokerHeartbeatRequest) and not hb.want_fence
+
+
+def test_registration_carries_the_clean_shutdown_epoch() -> None:
+    b = BrokerLifecycle(7, uuid.UUID(int=7), INTERVAL, now_ms=0, previous_broker_epoch=41)
+    req = b.poll(0, EP, -1)
+    assert isinstance(req, BrokerRegistrationRequest) and req.previous_broker_epoch == 41

@@ -30,6 +30,7 @@ from rillet.storage.partition_metadata import (
     read_topic_id,
     write_topic_id,
 )
+from rillet.types import TopicPartition
 
 OLD_ID, NEW_ID, KEPT_ID, MOVED_ID = (uuid.UUID(int=i) for i in (101, 102, 103, 104))
 EP = (BrokerEndpoint("PLAINTEXT", "localhost", 9092),)
@@ -169,5 +170,27 @@ def test_stray_logs_go_when_a_snapshot_skips_the_records_that_removed_them(
         assert not (logs_dir / "gone-0").exists() and not (logs_dir / "moved-0").exists()
         kept = lm.get_log("kept", 0)
         assert kept is not None and kept.log_end_offset == 3  # its records stay
+    finally:
+        lm.shutdown()
+
+
+def test_a_held_publisher_acts_only_when_released(log_manager: LogManager, logs_dir: Path) -> None:
+    rm = ReplicaManager(1, log_manager, lambda: 1_000)
+    publisher = MetadataPublisher(rm, log_manager)
+    old = _image(("gone", OLD_ID, (1,)))
+    publisher.load_snapshot(image_records(old), old.offset + 1)
+    lm = _restarted(log_manager, logs_dir)
+    try:
+        rm = ReplicaManager(1, lm, lambda: 1_000)
+        publisher = MetadataPublisher(rm, lm, held=True)
+        now = _image(("kept", KEPT_ID, (1,)))
+        publisher.load_snapshot(image_records(now), now.offset + 1)
+        # The image moves on; nothing is led, created or deleted yet.
+        assert publisher.image.topic("kept") is not None
+        assert rm.partitions == {} and {tp.topic for tp, _ in lm.all_logs()} == {"gone"}
+        publisher.release()
+        assert list(rm.partitions) == [TopicPartition("kept", 0)]
+        assert rm.partitions[TopicPartition("kept", 0)].is_leader
+        assert {tp.topic for tp, _ in lm.all_logs()} == {"kept"}  # "gone" was a stray
     finally:
         lm.shutdown()

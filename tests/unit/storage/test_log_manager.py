@@ -3,6 +3,7 @@ retention, flushing, deletion and reloading."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -638,3 +639,24 @@ def test_a_malformed_log_start_checkpoint_is_ignored(tmp_path: Path) -> None:
         assert log.log_start_offset == 0  # the first segment's base, as Kafka
     finally:
         lm.shutdown()
+
+
+def test_the_clean_shutdown_marker_carries_the_broker_epoch(
+    tmp_path: Path, managers: list[LogManager]
+) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = start(managers, dirs)
+    assert lm.previous_broker_epoch == -1  # a first start
+    managers.remove(lm)
+    lm.shutdown(broker_epoch=42)
+    assert json.loads((dirs[0] / CLEAN_SHUTDOWN_FILE).read_text()) == {
+        "version": 0,
+        "brokerEpoch": 42,
+    }
+    lm = start(managers, dirs)
+    assert lm.previous_broker_epoch == 42
+    managers.remove(lm)
+    lm.shutdown(broker_epoch=43)
+    # One dir without its marker (or with an unreadable one): the shutdown was not clean.
+    (dirs[1] / CLEAN_SHUTDOWN_FILE).write_text("garbage")
+    assert start(managers, dirs).previous_broker_epoch == -1

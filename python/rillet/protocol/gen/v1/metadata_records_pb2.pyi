@@ -191,6 +191,7 @@ class PartitionRecord(_message.Message):
     LEADER_RECOVERY_STATE_FIELD_NUMBER: _builtins.int
     LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     PARTITION_EPOCH_FIELD_NUMBER: _builtins.int
+    ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _builtins.int
     partition_id: _builtins.int
     """The partition number."""
     topic_id: _builtins.bytes
@@ -219,6 +220,13 @@ class PartitionRecord(_message.Message):
     def adding_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Replicas being added by a reassignment."""
 
+    @_builtins.property
+    def eligible_leader_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Eligible leader replicas (KIP-966): replicas that left the ISR while it was smaller than
+        min.insync.replicas. They hold every record below the high watermark, so one may lead
+        when no ISR member can.
+        """
+
     def __init__(
         self,
         *,
@@ -232,10 +240,11 @@ class PartitionRecord(_message.Message):
         leader_recovery_state: Global___LeaderRecoveryState.ValueType = ...,
         leader_epoch: _builtins.int = ...,
         partition_epoch: _builtins.int = ...,
+        eligible_leader_replicas: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "leader_recovery_state", b"leader_recovery_state", "partition_epoch", b"partition_epoch", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "eligible_leader_replicas", b"eligible_leader_replicas", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "leader_recovery_state", b"leader_recovery_state", "partition_epoch", b"partition_epoch", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -257,6 +266,7 @@ class PartitionChangeRecord(_message.Message):
     REMOVING_REPLICAS_FIELD_NUMBER: _builtins.int
     ADDING_REPLICAS_FIELD_NUMBER: _builtins.int
     LEADER_RECOVERY_STATE_FIELD_NUMBER: _builtins.int
+    ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _builtins.int
     partition_id: _builtins.int
     """The partition number."""
     topic_id: _builtins.bytes
@@ -281,6 +291,10 @@ class PartitionChangeRecord(_message.Message):
     def adding_replicas(self) -> Global___BrokerIds:
         """The new adding replicas; absent: unchanged."""
 
+    @_builtins.property
+    def eligible_leader_replicas(self) -> Global___BrokerIds:
+        """The new eligible leader replicas (KIP-966); absent: unchanged."""
+
     def __init__(
         self,
         *,
@@ -292,10 +306,11 @@ class PartitionChangeRecord(_message.Message):
         removing_replicas: Global___BrokerIds | None = ...,
         adding_replicas: Global___BrokerIds | None = ...,
         leader_recovery_state: Global___LeaderRecoveryState.ValueType | None = ...,
+        eligible_leader_replicas: Global___BrokerIds | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_leader", b"_leader", "_leader_recovery_state", b"_leader_recovery_state", "adding_replicas", b"adding_replicas", "isr", b"isr", "leader", b"leader", "leader_recovery_state", b"leader_recovery_state", "removing_replicas", b"removing_replicas", "replicas", b"replicas"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_leader", b"_leader", "_leader_recovery_state", b"_leader_recovery_state", "adding_replicas", b"adding_replicas", "eligible_leader_replicas", b"eligible_leader_replicas", "isr", b"isr", "leader", b"leader", "leader_recovery_state", b"leader_recovery_state", "removing_replicas", b"removing_replicas", "replicas", b"replicas"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_leader", b"_leader", "_leader_recovery_state", b"_leader_recovery_state", "adding_replicas", b"adding_replicas", "isr", b"isr", "leader", b"leader", "leader_recovery_state", b"leader_recovery_state", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_leader", b"_leader", "_leader_recovery_state", b"_leader_recovery_state", "adding_replicas", b"adding_replicas", "eligible_leader_replicas", b"eligible_leader_replicas", "isr", b"isr", "leader", b"leader", "leader_recovery_state", b"leader_recovery_state", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__leader: _TypeAlias = _typing.Literal["leader"]  # noqa: Y015
     _WhichOneofArgType__leader: _TypeAlias = _typing.Literal["_leader", b"_leader"]  # noqa: Y015
