@@ -31,7 +31,6 @@ from __future__ import annotations
 import itertools
 import random
 import shutil
-import struct
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -55,6 +54,7 @@ from rillet.controller import AlterPartitionResult, AlterPartitionState, Creatab
 from rillet.errors import KafkaError, NotControllerError, NotLeaderOrFollowerError
 from rillet.storage.log_manager import LogManager
 from rillet.types import TopicPartition
+from tests.support.power_loss import lose_unflushed
 
 CLIENT = 1000  # the producing and consuming clients' address on the network
 TOPIC = "events"
@@ -268,46 +268,13 @@ class DataBroker:
             p.log.close()
         if power_loss is not None:
             for log_dir, recovery_point in flushed.items():
-                _lose_unflushed(Path(log_dir), recovery_point, power_loss)
+                lose_unflushed(Path(log_dir), recovery_point, power_loss)
         # A crash skips the orderly shutdown: only the directory locks go (the process's
         # file descriptors close when it dies).
         self.log_manager._logs.clear()
         self.log_manager._dirs = []
         self.log_manager._release_locks()
         self.crashed = True
-
-
-def _lose_unflushed(log_dir: Path, recovery_point: int, rng: random.Random) -> None:
-    """Cut a closed log's segments where a power loss might have: somewhere at or after the
-    first batch holding an offset at or above ``recovery_point``. Later segments go whole."""
-    segments = sorted(log_dir.glob("*.log"))
-    regions: list[tuple[Path, int, int]] = []  # (segment, first unflushed byte, size)
-    for seg in segments:
-        data = seg.read_bytes()
-        pos = 0
-        while pos + 27 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            (last_delta,) = struct.unpack_from(">i", data, pos + 23)
-            if base + last_delta >= recovery_point:
-                break
-            pos += 12 + length
-        regions.append((seg, min(pos, len(data)), len(data)))
-    unflushed = sum(size - first for _, first, size in regions)
-    if unflushed == 0:
-        return
-    roll = rng.random()
-    keep = unflushed if roll < 0.3 else 0 if roll < 0.6 else rng.randrange(unflushed + 1)
-    for seg, first, size in regions:
-        if keep >= size - first:
-            keep -= size - first
-            continue
-        if keep == 0 and first == 0 and seg.name != segments[0].name:
-            for suffix in (".log", ".index", ".timeindex"):
-                seg.with_suffix(suffix).unlink(missing_ok=True)
-            continue
-        with open(seg, "r+b") as f:
-            f.truncate(first + keep)
-        keep = 0
 
 
 class ReplicationSimulation(ClusterSimulation):

@@ -6,6 +6,8 @@ Replay one seed with a trace, or soak many::
 
     RILLET_SIM_SEED=3 RILLET_SIM_TRACE=1 python -m pytest tests/sim/test_replication_sim.py -s
     RILLET_SIM_SEEDS=5000 python -m pytest tests/sim/test_replication_sim.py -q
+    RILLET_SIM_FIRST_SEED=1000 RILLET_SIM_SEEDS=2000 \
+        python -m pytest tests/sim/test_replication_sim.py -q
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ def _seeds() -> list[int]:
     replay = os.environ.get("RILLET_SIM_SEED")
     if replay:
         return [int(replay)]
-    return list(range(int(os.environ.get("RILLET_SIM_SEEDS", SEED_COUNT))))
+    first = int(os.environ.get("RILLET_SIM_FIRST_SEED", "0"))
+    return list(range(first, first + int(os.environ.get("RILLET_SIM_SEEDS", SEED_COUNT))))
 
 
 def options_for(seed: int) -> ReplicationOptions:

@@ -88,6 +88,7 @@ class MetadataPartition:
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...]
     error: KafkaError | None = None
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -512,6 +513,7 @@ def _partitions(topic: TopicImage, live: set[int]) -> list[MetadataPartition]:
                 None
                 if reg.has_leader
                 else LeaderNotAvailableError(f"There is no leader for {topic.name}-{p}."),
+                reg.elr,
             )
         )
     return out

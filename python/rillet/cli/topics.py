@@ -16,6 +16,7 @@ from rillet.client.admin import (
     PartitionInfo,
 )
 from rillet.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from rillet.types import TopicPartition
 
 HELP = "Create, list, describe, alter and delete topics (kafka-topics.sh)"
 
@@ -105,6 +106,9 @@ def _create(admin: AdminClient, args: argparse.Namespace) -> int:
 
 def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     topics = admin.describe_topics([args.topic] if args.topic else None)
+    # As Kafka's tool: partitions being reassigned show the replicas added and removed.
+    wanted = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions]
+    reassigning = admin.list_partition_reassignments(wanted) if wanted else {}
     status = 0
     for t in topics:
         if t.error is not None:
@@ -136,8 +140,16 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
                 f"{p.leader if p.leader >= 0 else 'none'}\t"
                 f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
             )
+            if p.elr:
+                line += f"\tElr: {','.join(map(str, p.elr))}"
             if p.offline_replicas:
                 line += f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+            moving = reassigning.get(TopicPartition(t.name, p.partition))
+            if moving is not None:
+                line += (
+                    f"\tAdding Replicas: {','.join(map(str, moving.adding_replicas))}"
+                    f"\tRemoving Replicas: {','.join(map(str, moving.removing_replicas))}"
+                )
             print(line)
     return status
 

@@ -78,6 +78,8 @@ class PartitionInfo:
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...]
     error: KafkaError | None
+    # Eligible leader replicas (KIP-966): may lead when no ISR member can.
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ class AdminClient:
                             tuple(p.isr_nodes),
                             tuple(p.offline_replicas),
                             error_for_code(p.error_code)(p.error_message) if p.error_code else None,
+                            tuple(p.eligible_leader_replicas),
                         )
                         for p in t.partitions
                     ),

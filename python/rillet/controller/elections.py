@@ -104,6 +104,7 @@ def _change(
     itself the whole ISR: an eligible leader replica, or an unclean leader, which is logged);
     None when nothing changes."""
     isr = tuple(isr)
+    elr: tuple[int, ...] | None = None
     if leader != NO_LEADER and leader not in isr and leader in reg.elr:
         _log.info(
             "Setting new leader for topic %s partition %d to %d from the eligible leader "
@@ -125,6 +126,8 @@ def _change(
             list(reg.isr),
         )
         isr = (leader,)
+        # The new leader's log is the partition's now: nobody else is eligible any more.
+        elr = ()
     if leader == reg.leader and isr == reg.isr:
         return None
     return PartitionChangeRecord(
@@ -132,6 +135,7 @@ def _change(
         p,
         isr=isr if isr != reg.isr else None,
         leader=leader if leader != reg.leader else None,
+        elr=elr,
     )
 
 

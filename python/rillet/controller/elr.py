@@ -152,11 +152,11 @@ def leave_after_unclean_shutdown(image: MetadataImage, broker_id: int) -> list[M
                     elr=elr,
                 )
             )
-    if out:
-        _log.warning(
-            "Broker %d shut down uncleanly (its last broker epoch is unknown): it left the "
-            "ISR and eligible leader replicas of %d partitions",
-            broker_id,
-            len(out),
-        )
+    _log.warning(
+        "Broker %d shut down uncleanly (it names no clean-shutdown broker epoch, so it may have "
+        "lost records it never fsynced): it left the ISR and eligible leader replicas of %d "
+        "partitions",
+        broker_id,
+        len(out),
+    )
     return out

@@ -34,6 +34,7 @@ def metadata_response(result: MetadataResult) -> metadata_pb2.MetadataResponse:
                 replica_nodes=p.replicas,
                 isr_nodes=p.isr,
                 offline_replicas=p.offline_replicas,
+                eligible_leader_replicas=p.elr,
             )
             if p.error is not None:
                 set_error(part, p.error)

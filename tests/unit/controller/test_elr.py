@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from rillet.controller import AlterPartitionState, CreatableTopic, QuorumController
+from rillet.controller import AlterPartitionState, CreatableTopic, ElectionType, QuorumController
 from rillet.controller.elr import maintain_elr, min_insync_replicas, next_elr
 from rillet.metadata.image import MetadataImage, PartitionRegistration
 from rillet.metadata.records import (
@@ -160,3 +160,18 @@ def test_the_last_candidate_stays_after_an_unclean_shutdown() -> None:
     assert _reg(c).isr == (leader,)  # no one else could lead it
     _unfence(c, leader, epoch, now_ms=1700)
     assert _reg(c).leader == leader
+
+
+def test_an_unclean_election_empties_the_elr() -> None:
+    c = cluster(3, broker_session_timeout_ms=1000)
+    reg = _topic(c)
+    leader = reg.leader
+    a, b = (r for r in reg.replicas if r != leader)
+    _shrink(c, (leader, a))
+    _shrink(c, (leader,))
+    _fence(c, a, now_ms=1600)
+    _fence(c, leader, now_ms=3200)
+    assert _reg(c).leader == -1 and _reg(c).elr == (a,)  # a is fenced: cannot lead yet
+    res = c.elect_leaders(ElectionType.UNCLEAN, [("t", 0)])
+    commit(c, res.records)
+    assert _reg(c).leader == b and _reg(c).isr == (b,) and _reg(c).elr == ()

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rillet.protocol.gen.v1 import common_pb2 as rillet_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18rillet/v1/metadata.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\"D\n\x0fMetadataRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12!\n\x19\x61llow_auto_topic_creation\x18\x02 \x01(\x08\"\xb6\x04\n\x10MetadataResponse\x12\x18\n\x10throttle_time_ms\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x12 \n\x07\x62rokers\x18\x04 \x03(\x0b\x32\x0f.rillet.v1.Node\x12\x31\n\x06topics\x18\x05 \x03(\x0b\x32!.rillet.v1.MetadataResponse.Topic\x1a\xb8\x01\n\x05Topic\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x10\n\x08topic_id\x18\x04 \x01(\x0c\x12\x13\n\x0bis_internal\x18\x05 \x01(\x08\x12\x39\n\npartitions\x18\x06 \x03(\x0b\x32%.rillet.v1.MetadataResponse.Partition\x1a\xcc\x01\n\tPartition\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\x12\x11\n\tleader_id\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x15\n\rreplica_nodes\x18\x06 \x03(\x05\x12\x11\n\tisr_nodes\x18\x07 \x03(\x05\x12\x18\n\x10offline_replicas\x18\x08 \x03(\x05\x32V\n\x0fMetadataService\x12\x43\n\x08Metadata\x12\x1a.rillet.v1.MetadataRequest\x1a\x1b.rillet.v1.MetadataResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18rillet/v1/metadata.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\"D\n\x0fMetadataRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12!\n\x19\x61llow_auto_topic_creation\x18\x02 \x01(\x08\"\xd8\x04\n\x10MetadataResponse\x12\x18\n\x10throttle_time_ms\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x12 \n\x07\x62rokers\x18\x04 \x03(\x0b\x32\x0f.rillet.v1.Node\x12\x31\n\x06topics\x18\x05 \x03(\x0b\x32!.rillet.v1.MetadataResponse.Topic\x1a\xb8\x01\n\x05Topic\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x10\n\x08topic_id\x18\x04 \x01(\x0c\x12\x13\n\x0bis_internal\x18\x05 \x01(\x08\x12\x39\n\npartitions\x18\x06 \x03(\x0b\x32%.rillet.v1.MetadataResponse.Partition\x1a\xee\x01\n\tPartition\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\x12\x11\n\tleader_id\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x15\n\rreplica_nodes\x18\x06 \x03(\x05\x12\x11\n\tisr_nodes\x18\x07 \x03(\x05\x12\x18\n\x10offline_replicas\x18\x08 \x03(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\t \x03(\x05\x32V\n\x0fMetadataService\x12\x43\n\x08Metadata\x12\x1a.rillet.v1.MetadataRequest\x1a\x1b.rillet.v1.MetadataResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,11 +35,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_METADATAREQUEST']._serialized_start=63
   _globals['_METADATAREQUEST']._serialized_end=131
   _globals['_METADATARESPONSE']._serialized_start=134
-  _globals['_METADATARESPONSE']._serialized_end=700
+  _globals['_METADATARESPONSE']._serialized_end=734
   _globals['_METADATARESPONSE_TOPIC']._serialized_start=309
   _globals['_METADATARESPONSE_TOPIC']._serialized_end=493
   _globals['_METADATARESPONSE_PARTITION']._serialized_start=496
-  _globals['_METADATARESPONSE_PARTITION']._serialized_end=700
-  _globals['_METADATASERVICE']._serialized_start=702
-  _globals['_METADATASERVICE']._serialized_end=788
+  _globals['_METADATARESPONSE_PARTITION']._serialized_end=734
+  _globals['_METADATASERVICE']._serialized_start=736
+  _globals['_METADATASERVICE']._serialized_end=822
 # @@protoc_insertion_point(module_scope)

@@ -117,6 +117,7 @@ class MetadataResponse(_message.Message):
         REPLICA_NODES_FIELD_NUMBER: _builtins.int
         ISR_NODES_FIELD_NUMBER: _builtins.int
         OFFLINE_REPLICAS_FIELD_NUMBER: _builtins.int
+        ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _builtins.int
         error_code: _common_pb2.ErrorCode.ValueType
         """NONE, LEADER_NOT_AVAILABLE (no live leader) or REPLICA_NOT_AVAILABLE (some replicas
         offline; the other fields are still valid).
@@ -141,6 +142,13 @@ class MetadataResponse(_message.Message):
         def offline_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
             """The replicas whose broker is offline or whose log dir failed."""
 
+        @_builtins.property
+        def eligible_leader_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+            """Eligible leader replicas (KIP-966): out of the ISR, yet holding every record below the
+            high watermark (they left an ISR smaller than min.insync.replicas); one may lead when
+            no ISR member can.
+            """
+
         def __init__(
             self,
             *,
@@ -152,10 +160,11 @@ class MetadataResponse(_message.Message):
             replica_nodes: _abc.Iterable[_builtins.int] | None = ...,
             isr_nodes: _abc.Iterable[_builtins.int] | None = ...,
             offline_replicas: _abc.Iterable[_builtins.int] | None = ...,
+            eligible_leader_replicas: _abc.Iterable[_builtins.int] | None = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "isr_nodes", b"isr_nodes", "leader_epoch", b"leader_epoch", "leader_id", b"leader_id", "offline_replicas", b"offline_replicas", "partition", b"partition", "replica_nodes", b"replica_nodes"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["eligible_leader_replicas", b"eligible_leader_replicas", "error_code", b"error_code", "error_message", b"error_message", "isr_nodes", b"isr_nodes", "leader_epoch", b"leader_epoch", "leader_id", b"leader_id", "offline_replicas", b"offline_replicas", "partition", b"partition", "replica_nodes", b"replica_nodes"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
