@@ -915,11 +915,10 @@ class ReplicationSimulation(ClusterSimulation):
                 # Automatic preferred leader election has moved leadership back.
                 if leader != lp.replicas[0]:
                     return False
-                ends = {
-                    self.data[b].partition(tp).log.log_end_offset  # type: ignore[union-attr]
-                    for b in self.broker_ids
-                    if self.data[b].partition(tp) is not None
-                }
+                replicas = [self.data[b].partition(tp) for b in self.broker_ids]
+                if any(r is None for r in replicas):
+                    return False  # a restarted broker has not acted on the metadata yet
+                ends = {r.log.log_end_offset for r in replicas if r is not None}
                 if len(ends) != 1 or lp.high_watermark != lp.log.log_end_offset:
                     return False
             return True
