@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rillet import Consumer, Producer, TopicPartition
-from rillet.client.admin import NewTopic
+from rillet.client.admin import AdminClient, NewTopic
 from tests.support.cluster import Cluster, eventually
 from tests.support.netns import Network
 
@@ -123,8 +123,21 @@ def read_all(bootstrap: str, tp: TopicPartition) -> list[tuple[int, bytes]]:
     return out
 
 
+def _agreed_leader(bootstrap: str, tp: TopicPartition) -> bool:
+    """Every broker in ``bootstrap`` names the same live leader and leader epoch for ``tp``."""
+    seen = set()
+    for address in bootstrap.split(","):
+        with AdminClient(bootstrap_servers=address, request_timeout_ms=5000) as admin:
+            p = admin.describe_topics([tp.topic])[0].partitions[tp.partition]
+        seen.add((p.leader, p.leader_epoch))
+    return len(seen) == 1 and next(iter(seen))[0] >= 0
+
+
 def check_workload(bootstrap: str, *workloads: Workload) -> None:
-    """The check of the module docstring, for workloads on one partition."""
+    """The check of the module docstring, for workloads on one partition. It reads once every
+    broker agrees on the leader: one that was cut off may not have heard of the new leader
+    yet, and a client with no history would take its stale end offset for the log's end."""
+    eventually(lambda: _agreed_leader(bootstrap, workloads[0].tp), timeout=60)
     log = read_all(bootstrap, workloads[0].tp)
     by_offset = dict(log)
     first_at: dict[bytes, int] = {}
