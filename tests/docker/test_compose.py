@@ -91,6 +91,8 @@ def _up(compose: Compose) -> Iterator[Compose]:
             eventually(ready, timeout=60)
         yield compose
     finally:
+        # pytest shows a test's output only when it fails: the nodes' logs, to find out why.
+        print(compose.compose("logs", "--no-color", "--tail", "400"))
         compose.compose("down", "-v", "--timeout", "5")
 
 
