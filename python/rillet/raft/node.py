@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import NamedTuple
 
 from rillet.errors import NotLeaderError
 from rillet.raft.config import RaftConfig
@@ -48,18 +46,18 @@ from rillet.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from rillet.raft.outputs import LeaderAndEpoch, Outputs, QuorumInfo, RaftInvariantError
 from rillet.raft.state import (
     CandidateState,
     EpochState,
     FollowerState,
     LeaderState,
     QuorumState,
-    ReplicaState,
     ResignedState,
     UnattachedState,
     VotedState,
 )
-from rillet.raft.store import ElectionState, QuorumStateStore
+from rillet.raft.store import QuorumStateStore
 
 __all__ = [
     "LeaderAndEpoch",
@@ -68,63 +66,6 @@ __all__ = [
     "RaftInvariantError",
     "RaftNode",
 ]
-
-
-class RaftInvariantError(RuntimeError):
-    """The protocol's safety argument failed: a leader asked this replica to truncate
-    committed entries. Only a bug, or storage that lost acknowledged writes, gets here."""
-
-
-class LeaderAndEpoch(NamedTuple):
-    """The leader a replica knows of (None while there is none) and its epoch."""
-
-    leader_id: int | None
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class Outputs:
-    """Everything a batch of inputs produced, for the driver to act on in this order:
-
-    1. ``quorum_state``: if set, persist it durably (``QuorumStateStore.persist``), and if
-       ``flush_log``, make the log durable (fsync);
-    2. then send ``messages``;
-    3. then, if ``load_snapshot`` is set, replace the state machine's state with that
-       snapshot's (fetched from the leader; it is in the log's snapshots);
-    4. then apply ``committed`` (all entries below ``high_watermark`` not handed out before,
-       in offset order, each exactly once; control entries included, to skip).
-
-    ``leader_change`` is set when the known leader or epoch changed since the last poll.
-    """
-
-    messages: tuple[Message, ...] = ()
-    quorum_state: ElectionState | None = None
-    flush_log: bool = False
-    committed: tuple[Entry, ...] = ()
-    high_watermark: int = 0
-    leader_change: LeaderAndEpoch | None = None
-    load_snapshot: SnapshotId | None = None
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.messages
-            or self.quorum_state is not None
-            or self.load_snapshot is not None
-            or self.flush_log
-            or self.committed
-            or self.leader_change is not None
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumInfo:
-    """The leader's view of replication (``metadata-quorum describe --replication``)."""
-
-    leader_id: int
-    leader_epoch: int
-    high_watermark: int
-    voters: tuple[ReplicaState, ...]
-    observers: tuple[ReplicaState, ...]
 
 
 class RaftNode:
@@ -250,19 +191,7 @@ class RaftNode:
         state = self._quorum.state
         if not isinstance(state, LeaderState):
             return None
-        now = self._now_ms
-        return QuorumInfo(
-            leader_id=state.local_id,
-            leader_epoch=state.epoch,
-            high_watermark=self._high_watermark,
-            voters=tuple(
-                replace(s, last_fetch_ms=now, last_caught_up_ms=now)
-                if s.replica_id == state.local_id
-                else replace(s)
-                for s in state.voter_states.values()
-            ),
-            observers=tuple(replace(s) for _, s in sorted(state.observer_states.items())),
-        )
+        return QuorumInfo.of_leader(state, self._high_watermark, self._now_ms)
 
     def next_deadline_ms(self) -> int | None:
         """The earliest time at which :meth:`tick` has something to do (None: nothing)."""
@@ -875,7 +804,11 @@ class RaftNode:
             now_ms + self._config.fetch_max_wait_ms + self._config.request_timeout_ms
         )
 
-    def _handle_fetch_response(self, response: FetchResponse, now_ms: int) -> None:
+    def _follower_of(
+        self, response: FetchResponse | FetchSnapshotResponse, now_ms: int
+    ) -> FollowerState | None:
+        """The follower state a fetch's response is for (None: not from our leader in our
+        epoch), after noting the leader it names."""
         self._handle_leader_hint(
             response.leader_epoch, response.leader_id, now_ms, response.source_id
         )
@@ -885,11 +818,13 @@ class RaftNode:
             or response.source_id != state.leader_id
             or response.leader_epoch != state.epoch
         ):
-            return
-        position = (self._log.end_offset, self._log.last_fetched_epoch)
-        if (response.fetch_offset, response.last_fetched_epoch) != position:
-            return  # answers a position we have since left (a duplicate or a straggler)
-        if response.error is Errors.NOT_LEADER_OR_FOLLOWER:
+            return None
+        return state
+
+    def _handled_fetch_error(self, state: FollowerState, error: Errors, now_ms: int) -> bool:
+        """Act on a fetch's (or snapshot fetch's) error common to both; whether there was
+        one."""
+        if error is Errors.NOT_LEADER_OR_FOLLOWER:
             # Our leader gave up this epoch (it resigned, or restarted) and will not lead it
             # again: stop fetching. An observer looks for the next leader at once; a voter
             # stands when the fetch timeout runs out.
@@ -898,13 +833,21 @@ class RaftNode:
                 state.fetch_at_ms = state.fetch_deadline_ms
             else:
                 self._quorum.transition_to_unattached(state.epoch, now_ms)
-            return
-        if response.error is Errors.FENCED_LEADER_EPOCH:
-            # We asked in an older epoch; the hint above moved us to the leader's: ask again.
+        elif error is Errors.FENCED_LEADER_EPOCH:
+            # We asked in an older epoch; the hint moved us to the leader's: ask again.
             state.fetch_at_ms = now_ms
-            return
-        if response.error is not Errors.NONE:
+        elif error is not Errors.NONE:
             state.fetch_at_ms = now_ms + self._config.retry_backoff_ms
+        return error is not Errors.NONE
+
+    def _handle_fetch_response(self, response: FetchResponse, now_ms: int) -> None:
+        state = self._follower_of(response, now_ms)
+        if state is None:
+            return
+        position = (self._log.end_offset, self._log.last_fetched_epoch)
+        if (response.fetch_offset, response.last_fetched_epoch) != position:
+            return  # answers a position we have since left (a duplicate or a straggler)
+        if self._handled_fetch_error(state, response.error, now_ms):
             return
         if not state.leader_resigned:
             state.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
@@ -993,37 +936,23 @@ class RaftNode:
         )
 
     def _handle_fetch_snapshot_response(self, response: FetchSnapshotResponse, now_ms: int) -> None:
-        self._handle_leader_hint(
-            response.leader_epoch, response.leader_id, now_ms, response.source_id
-        )
-        state = self._quorum.state
+        state = self._follower_of(response, now_ms)
         if (
-            not isinstance(state, FollowerState)
-            or response.source_id != state.leader_id
-            or response.leader_epoch != state.epoch
+            state is None
             or state.snapshot is None
             or response.snapshot_id != state.snapshot
             or response.position != len(state.snapshot_data)
         ):
             return  # not the chunk we wait for (a duplicate, a straggler, another epoch)
-        if response.error is Errors.NOT_LEADER_OR_FOLLOWER:
-            state.snapshot = None
-            state.leader_resigned = True
-            if self._quorum.is_voter:
-                state.fetch_at_ms = state.fetch_deadline_ms
-            else:
-                self._quorum.transition_to_unattached(state.epoch, now_ms)
-            return
-        if response.error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
-            # The leader let that snapshot go for a newer one: a fetch names the newer one.
-            state.snapshot = None
-            state.fetch_at_ms = now_ms
-            return
-        if response.error is Errors.FENCED_LEADER_EPOCH:
-            state.fetch_at_ms = now_ms
-            return
         if response.error is not Errors.NONE:
-            state.fetch_at_ms = now_ms + self._config.retry_backoff_ms
+            if response.error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
+                # The leader let that snapshot go for a newer one: a fetch names the newer one.
+                state.snapshot = None
+                state.fetch_at_ms = now_ms
+                return
+            if response.error is Errors.NOT_LEADER_OR_FOLLOWER:
+                state.snapshot = None
+            self._handled_fetch_error(state, response.error, now_ms)
             return
         end = response.position + len(response.data)
         if end > response.size or (not response.data and end < response.size):
