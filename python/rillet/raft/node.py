@@ -567,7 +567,20 @@ class RaftNode:
             granted = up_to_date and state.can_grant_vote(candidate)
             if granted and isinstance(state, UnattachedState):
                 quorum.transition_to_voted(quorum.epoch, candidate, now_ms)
+            elif isinstance(state, CandidateState) and not state.pre_vote:
+                self._on_split_vote(state, candidate, now_ms)
         self._send_vote_response(request, granted=granted, error=Errors.NONE)
+
+    def _on_split_vote(self, state: CandidateState, rival: int, now_ms: int) -> None:
+        """Another candidate stands in our epoch, so it voted for itself and the vote is
+        split. Waiting out the whole election timeout for a voter that may be down (the old
+        leader, typically) would cost a second or more; instead back off now, for the short
+        randomized election backoff, counting any grant that still arrives meanwhile. Giving
+        up a candidacy early is always safe; the backoff grows with each retry, so the
+        candidates fall apart even on a slow network."""
+        state.record_vote(rival, granted=False)
+        if not self._maybe_conclude_election(state, now_ms) and not state.is_backing_off:
+            self._start_backoff(state, now_ms)
 
     def _send_vote_response(self, request: VoteRequest, *, granted: bool, error: Errors) -> None:
         self._send(

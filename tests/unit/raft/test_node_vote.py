@@ -131,6 +131,42 @@ def test_election_timeout_without_a_majority_backs_off_too() -> None:
     assert node.epoch == 2
 
 
+def test_a_rival_candidate_in_the_same_epoch_splits_the_vote_and_starts_the_backoff() -> None:
+    # Voter 3 (the old leader, say) is down: 1 and 2 stood in epoch 1 at once. Each learns
+    # of the split from the other's request and backs off briefly instead of waiting out
+    # the election timeout for 3.
+    node = new_node()
+    now = expire(node)
+    node.poll()
+    state = node.state
+    assert isinstance(state, CandidateState) and node.epoch == 1
+    response = vote_request(node, 2, 1, now + 3, last=(0, 0))
+    assert not response.vote_granted
+    assert state.rejected == {2} and not state.is_lost()
+    assert state.backoff_until_ms is not None
+    assert state.backoff_until_ms <= now + 3 + 2 * node.config.retry_backoff_ms
+    assert state.backoff_until_ms < state.election_deadline_ms
+    node.tick(state.backoff_until_ms)
+    assert isinstance(node.state, CandidateState) and node.epoch == 2
+
+
+def test_a_grant_arriving_during_the_split_vote_backoff_still_wins() -> None:
+    node = new_node()
+    now = expire(node)
+    vote_request(node, 2, 1, now + 1)
+    grant(node, 3, now + 2)
+    assert node.is_leader and node.epoch == 1
+
+
+def test_a_pre_vote_from_a_rival_is_not_a_split() -> None:
+    node = new_node()
+    now = expire(node)
+    vote_request(node, 2, 1, now + 1, pre_vote=True)
+    state = node.state
+    assert isinstance(state, CandidateState) and not state.is_backing_off
+    assert state.rejected == set()
+
+
 def test_stale_vote_responses_are_ignored() -> None:
     node = new_node()
     now = expire(node)
