@@ -22,6 +22,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerState, LifecycleRequest
 from rillet.broker.metadata_publisher import MetadataPublisher
@@ -121,12 +122,14 @@ class Broker:
         self.endpoints = (BrokerEndpoint("PLAINTEXT", f"broker-{node_id}", 9092),)
 
 
-@dataclass(order=True)
-class _Event:
+class _Event(NamedTuple):
+    """A scheduled event; ordered by (time, seq) as a plain tuple, which the heap compares
+    in C (``seq`` is unique, so ``kind`` and ``data`` are never compared)."""
+
     time: int
     seq: int
-    kind: str = field(compare=False)
-    data: object = field(compare=False, default=None)
+    kind: str
+    data: object = None
 
 
 class ClusterSimulation:
@@ -454,6 +457,8 @@ class ClusterSimulation:
 
     def _check_image(self, node_id: int, image: MetadataImage) -> None:
         before = self.images.get(node_id)
+        if image is before:
+            return  # images are immutable: this one was checked when it was new
         if before is not None and image.offset < before.offset:
             self.fail(f"node {node_id} image went back {before.offset} -> {image.offset}")
         self.images[node_id] = image

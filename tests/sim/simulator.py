@@ -30,6 +30,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rillet.raft import (
     Entry,
@@ -311,12 +312,14 @@ def _in_snapshot(log: MemoryRaftLog, offset: int) -> bool:
     return any(s.end_offset > offset for s in log.snapshot_ids())
 
 
-@dataclass(order=True)
-class _Event:
+class _Event(NamedTuple):
+    """A scheduled event; ordered by (time, seq) as a plain tuple, which the heap compares
+    in C (``seq`` is unique, so ``kind`` and ``data`` are never compared)."""
+
     time: int
     seq: int
-    kind: str = field(compare=False)
-    data: object = field(compare=False, default=None)
+    kind: str
+    data: object = None
 
 
 class Simulation:
