@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -61,6 +62,7 @@ class _Snapshot:
     leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     partitions: dict[str, list[int]] = field(default_factory=dict)
     errors: dict[str, KafkaError] = field(default_factory=dict)
+    topic_ids: dict[uuid.UUID, str] = field(default_factory=dict)
     cluster_id: str = ""
     controller_id: int = -1
     updated_ms: int = 0
@@ -151,6 +153,8 @@ class ClusterMetadata:
                 snap.errors[t.name] = error_for_code(t.error_code)(t.error_message)
                 continue
             snap.partitions[t.name] = sorted(p.partition for p in t.partitions)
+            if len(t.topic_id) == 16 and any(t.topic_id):
+                snap.topic_ids[uuid.UUID(bytes=bytes(t.topic_id))] = t.name
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition)
                 known = old.leader_epochs.get(tp, -1)
@@ -180,6 +184,16 @@ class ClusterMetadata:
 
     def topics(self) -> list[str]:
         return sorted(self._snapshot.partitions)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id, as last seen in metadata."""
+        return self._snapshot.topic_ids.get(topic_id)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        for topic_id, name in self._snapshot.topic_ids.items():
+            if name == topic:
+                return topic_id
+        return None
 
     def leader_address(self, tp: TopicPartition) -> str | None:
         snap = self._snapshot
