@@ -148,18 +148,20 @@ class GroupCoordinatorShard:
         return self.ctx.timers.next_deadline_ms() if self.loaded else None
 
     def tick(self, now_ms: int) -> CoordinatorResult[None]:
-        """Runs every timer due at ``now_ms``: session and rebalance timeouts, the classic
-        join and sync deadlines, offset expiry."""
+        """Runs every timer due at ``now_ms``, in deadline order: session and rebalance
+        timeouts, the classic join and sync deadlines, offset expiry. Each runs as of its own
+        deadline, so a late tick does what ticks on time would have done."""
         op = Operation(self.ctx.state.replay)
         if not self.loaded:
             return op.result()
         while (timer := self.ctx.timers.pop_due(now_ms)) is not None:
+            at_ms = timer.deadline_ms
             if timer.kind in (SESSION_TIMER, REBALANCE_TIMER):
                 self._consumer.on_timer(op, timer)
             elif timer.kind in (HEARTBEAT_TIMER, JOIN_TIMER, SYNC_TIMER):
-                self._classic.on_timer(op, timer, now_ms)
+                self._classic.on_timer(op, timer, at_ms)
             elif timer.kind == EXPIRATION_TIMER:
-                self._offsets.cleanup_group_metadata(op, now_ms)
+                self._offsets.cleanup_group_metadata(op, at_ms)
             else:  # pragma: no cover
                 raise IllegalStateError(f"unknown timer {timer}")
         return op.result()
