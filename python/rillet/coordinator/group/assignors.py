@@ -144,11 +144,11 @@ def _as_assignment(partitions: set[tuple[uuid.UUID, int]]) -> dict[uuid.UUID, fr
 def _range_member_order(spec: GroupSpec) -> list[str]:
     """Static members first, by instance id; then dynamic members, by member id."""
 
-    def key(member_id: str) -> tuple[int, bytes]:
+    def key(member_id: str) -> tuple[int, bytes, bytes]:
         instance_id = spec.members[member_id].instance_id
         if instance_id is not None:
-            return (0, java_string_key(instance_id))
-        return (1, java_string_key(member_id))
+            return (0, java_string_key(instance_id), java_string_key(member_id))
+        return (1, java_string_key(member_id), b"")
 
     return sorted(spec.members, key=key)
 
