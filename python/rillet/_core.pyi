@@ -12,6 +12,9 @@ __all__ = [
     "BatchBuilder",
     "BatchSpan",
     "CheckpointEntry",
+    "CleanerConfig",
+    "CleanerStats",
+    "CleaningAbort",
     "ClosedBatch",
     "ConsumerRecord",
     "DecodedRecords",
@@ -27,6 +30,7 @@ __all__ = [
     "Log",
     "LogAppendInfo",
     "LogConfig",
+    "LogToClean",
     "ProducePartitionView",
     "ProduceRequestView",
     "ReadyBatches",
@@ -37,6 +41,8 @@ __all__ = [
     "SegmentInfo",
     "TimestampAndOffset",
     "__version__",
+    "clean_log",
+    "cleanable_offsets",
     "crc32c",
     "decode_arrow",
     "decode_batches",
@@ -487,6 +493,11 @@ class LogConfig:
         retention_ms: int = 604800000,
         retention_bytes: int = ...,  # -1
         message_timestamp_type: str = "CreateTime",
+        compact: bool = False,
+        delete_retention_ms: int = 86400000,
+        min_compaction_lag_ms: int = 0,
+        max_compaction_lag_ms: int = ...,  # 2**63 - 1
+        min_cleanable_dirty_ratio: float = 0.5,
     ) -> LogConfig: ...
     @property
     def segment_bytes(self) -> int: ...
@@ -506,6 +517,16 @@ class LogConfig:
     def retention_bytes(self) -> int: ...
     @property
     def message_timestamp_type(self) -> str: ...
+    @property
+    def compact(self) -> bool: ...
+    @property
+    def delete_retention_ms(self) -> int: ...
+    @property
+    def min_compaction_lag_ms(self) -> int: ...
+    @property
+    def max_compaction_lag_ms(self) -> int: ...
+    @property
+    def min_cleanable_dirty_ratio(self) -> float: ...
 
 @final
 class LogAppendInfo:
@@ -680,3 +701,110 @@ def read_offset_checkpoint(path: str | PathLike[str]) -> list[CheckpointEntry]: 
 def write_offset_checkpoint(
     path: str | PathLike[str], entries: Sequence[CheckpointEntry]
 ) -> None: ...
+
+@final
+class CleanerConfig:
+    def __new__(
+        cls,
+        *,
+        dedupe_buffer_size: int = ...,  # 134217728
+        dedupe_buffer_load_factor: float = 0.9,
+        io_buffer_size: int = ...,  # 524288
+    ) -> CleanerConfig: ...
+    @property
+    def dedupe_buffer_size(self) -> int: ...
+    @property
+    def dedupe_buffer_load_factor(self) -> float: ...
+    @property
+    def io_buffer_size(self) -> int: ...
+
+@final
+class LogToClean:
+    @property
+    def first_dirty_offset(self) -> int: ...
+    @property
+    def first_uncleanable_offset(self) -> int: ...
+    @property
+    def clean_bytes(self) -> int: ...
+    @property
+    def cleanable_bytes(self) -> int: ...
+    @property
+    def total_bytes(self) -> int: ...
+    @property
+    def cleanable_ratio(self) -> float: ...
+    @property
+    def max_compaction_delay_ms(self) -> int: ...
+    @property
+    def force_update_checkpoint(self) -> bool: ...
+    @property
+    def needs_compaction_now(self) -> bool: ...
+    def should_clean(self, min_cleanable_ratio: float) -> bool: ...
+
+@final
+class CleanerStats:
+    @property
+    def first_dirty_offset(self) -> int: ...
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def map_bytes_read(self) -> int: ...
+    @property
+    def map_messages_read(self) -> int: ...
+    @property
+    def bytes_read(self) -> int: ...
+    @property
+    def bytes_written(self) -> int: ...
+    @property
+    def messages_read(self) -> int: ...
+    @property
+    def messages_written(self) -> int: ...
+    @property
+    def records_removed(self) -> int: ...
+    @property
+    def invalid_messages(self) -> int: ...
+    @property
+    def tombstones_removed(self) -> int: ...
+    @property
+    def segments_read(self) -> int: ...
+    @property
+    def segments_written(self) -> int: ...
+    @property
+    def groups_discarded(self) -> int: ...
+    @property
+    def buffer_utilization(self) -> float: ...
+    @property
+    def latest_delete_horizon_ms(self) -> int: ...
+    @property
+    def map_elapsed_secs(self) -> float: ...
+    @property
+    def elapsed_secs(self) -> float: ...
+    @property
+    def messages_per_sec(self) -> float: ...
+    @property
+    def mb_per_sec(self) -> float: ...
+    @property
+    def aborted(self) -> bool: ...
+
+@final
+class CleaningAbort:
+    def __new__(cls) -> CleaningAbort: ...
+    def abort(self) -> None: ...
+    @property
+    def aborted(self) -> bool: ...
+
+def cleanable_offsets(
+    log: Log,
+    *,
+    last_clean_offset: int | None = None,
+    high_watermark: int | None = None,
+    now_ms: int | None = None,
+) -> LogToClean: ...
+def clean_log(
+    log: Log,
+    config: CleanerConfig,
+    *,
+    last_clean_offset: int | None = None,
+    high_watermark: int | None = None,
+    now_ms: int | None = None,
+    abort: CleaningAbort | None = None,
+) -> CleanerStats: ...

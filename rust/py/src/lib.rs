@@ -7,6 +7,7 @@
 mod accumulator;
 mod arrow;
 mod bytes;
+mod cleaner;
 mod consumer;
 mod errors;
 mod future;
@@ -27,6 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     consumer::register(m)?;
     arrow::register(m)?;
     log::register(m)?;
+    cleaner::register(m)?;
     io::register(m)?;
     wire::register(m)?;
     Ok(())

@@ -35,7 +35,9 @@ impl LogConfig {
     #[new]
     #[pyo3(signature = (*, segment_bytes = 1 << 30, segment_ms = 604_800_000, segment_jitter_ms = 0,
         segment_index_bytes = 10 << 20, index_interval_bytes = 4096, max_message_bytes = 1_048_588,
-        retention_ms = 604_800_000, retention_bytes = -1, message_timestamp_type = "CreateTime"))]
+        retention_ms = 604_800_000, retention_bytes = -1, message_timestamp_type = "CreateTime",
+        compact = false, delete_retention_ms = 86_400_000, min_compaction_lag_ms = 0,
+        max_compaction_lag_ms = i64::MAX, min_cleanable_dirty_ratio = 0.5))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         segment_bytes: i64,
@@ -47,6 +49,11 @@ impl LogConfig {
         retention_ms: i64,
         retention_bytes: i64,
         message_timestamp_type: &str,
+        compact: bool,
+        delete_retention_ms: i64,
+        min_compaction_lag_ms: i64,
+        max_compaction_lag_ms: i64,
+        min_cleanable_dirty_ratio: f64,
     ) -> PyResult<Self> {
         let non_neg = |name: &str, v: i64| -> PyResult<u64> {
             u64::try_from(v).map_err(|_| {
@@ -65,6 +72,11 @@ impl LogConfig {
             retention_ms,
             retention_bytes,
             message_timestamp_type: parse_timestamp_type(message_timestamp_type)?,
+            compact,
+            delete_retention_ms,
+            min_compaction_lag_ms,
+            max_compaction_lag_ms,
+            min_cleanable_dirty_ratio,
         };
         inner.validate().py()?;
         Ok(LogConfig { inner })
@@ -105,6 +117,27 @@ impl LogConfig {
     #[getter]
     fn message_timestamp_type(&self) -> &'static str {
         self.inner.message_timestamp_type.name()
+    }
+    /// `cleanup.policy` holds `compact`.
+    #[getter]
+    fn compact(&self) -> bool {
+        self.inner.compact
+    }
+    #[getter]
+    fn delete_retention_ms(&self) -> i64 {
+        self.inner.delete_retention_ms
+    }
+    #[getter]
+    fn min_compaction_lag_ms(&self) -> i64 {
+        self.inner.min_compaction_lag_ms
+    }
+    #[getter]
+    fn max_compaction_lag_ms(&self) -> i64 {
+        self.inner.max_compaction_lag_ms
+    }
+    #[getter]
+    fn min_cleanable_dirty_ratio(&self) -> f64 {
+        self.inner.min_cleanable_dirty_ratio
     }
 
     fn __repr__(&self) -> String {
@@ -419,8 +452,8 @@ impl Log {
     }
 
     /// Run `f` on the log with the GIL released (disk syncs, file creation and deletion,
-    /// large appends).
-    fn with<T: Send>(
+    /// large appends; the log cleaner's steps under the lock).
+    pub(crate) fn with<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut CoreLog) -> Result<T, Error> + Send,

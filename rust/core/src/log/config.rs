@@ -24,6 +24,19 @@ pub struct LogConfig {
     pub retention_bytes: i64,
     /// `message.timestamp.type`.
     pub message_timestamp_type: TimestampType,
+    /// `cleanup.policy` holds `compact`: the log cleaner keeps the newest record per key, and
+    /// appends of records without a key are refused (INVALID_RECORD), as Kafka does.
+    pub compact: bool,
+    /// `delete.retention.ms`: how long a tombstone survives after the cleaner first saw it
+    /// (KIP-534's delete horizon is stamped then).
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: a record stays uncompacted at least this long.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a record is compacted at most this long after it was
+    /// written, whatever the dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: dirty bytes / total bytes that make a log worth cleaning.
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -38,6 +51,11 @@ impl Default for LogConfig {
             retention_ms: 7 * 24 * 3600 * 1000,
             retention_bytes: -1,
             message_timestamp_type: TimestampType::CreateTime,
+            compact: false,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }
@@ -88,6 +106,37 @@ impl LogConfig {
             return bad(format!(
                 "retention.bytes must be -1 or at least 0, got {}",
                 self.retention_bytes
+            ));
+        }
+        if self.delete_retention_ms < 0 {
+            return bad(format!(
+                "delete.retention.ms must be at least 0, got {}",
+                self.delete_retention_ms
+            ));
+        }
+        if self.min_compaction_lag_ms < 0 {
+            return bad(format!(
+                "min.compaction.lag.ms must be at least 0, got {}",
+                self.min_compaction_lag_ms
+            ));
+        }
+        if self.max_compaction_lag_ms < 1 {
+            return bad(format!(
+                "max.compaction.lag.ms must be at least 1, got {}",
+                self.max_compaction_lag_ms
+            ));
+        }
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            // Kafka's LogConfig.validateValues message.
+            return bad(format!(
+                "conflict topic config setting min.compaction.lag.ms ({}) > max.compaction.lag.ms ({})",
+                self.min_compaction_lag_ms, self.max_compaction_lag_ms
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return bad(format!(
+                "min.cleanable.dirty.ratio must be between 0 and 1, got {}",
+                self.min_cleanable_dirty_ratio
             ));
         }
         Ok(())

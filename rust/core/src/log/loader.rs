@@ -1,8 +1,10 @@
 //! Loading a partition log from its directory (Kafka's `LogLoader`): [`Log::open`] and the
 //! recovery it runs live here, apart from the log's reads and writes.
 //!
-//! Opening lists the segment files (deleting `.tmp` and `.deleted` leftovers and indexes
-//! without a `.log`), loads the `leader-epoch-checkpoint`, and then recovers:
+//! Opening first finishes or undoes a log cleaner swap that a crash interrupted (`.cleaned`
+//! files deleted, a `.log.swap` put in place of the segments it replaces; see `swap.rs`),
+//! lists the segment files (deleting `.tmp` and `.deleted` leftovers and indexes without a
+//! `.log`), loads the `leader-epoch-checkpoint`, and then recovers:
 //!
 //! - after a clean shutdown (the log directory's `.kafka_cleanshutdown`), nothing is re-read
 //!   except segments whose indexes are missing or fail their sanity check, which are rebuilt;
@@ -12,8 +14,9 @@
 //! - a malformed epoch checkpoint is rebuilt from the batches' leader epochs.
 //!
 //! The recovery point is not advanced by loading (only a flush advances it), so a crash right
-//! after an open recovers the same segments again. Producer state (`producer_state.rs`) and
-//! the cleaner's checkpoints (`cleaner.rs`) will be loaded here too when they exist.
+//! after an open recovers the same segments again. Producer state (`producer_state.rs`) will
+//! be loaded here too when it exists. (The cleaner's checkpoint, `cleaner-offset-checkpoint`,
+//! belongs to the log directory and is kept by the broker's LogCleanerManager.)
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -24,6 +27,7 @@ use super::epoch_cache::{EpochEntry, LeaderEpochCache};
 use super::log::Log;
 use super::scan::BatchScanner;
 use super::segment::{Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::swap::recover_swaps;
 use crate::error::{IoContext, Result};
 use crate::record::batch::BatchHeader;
 
@@ -62,6 +66,8 @@ impl Log {
         config.validate()?;
         fs::create_dir_all(dir).ctx("creating log directory", dir)?;
         let mut info = RecoveryInfo::default();
+        // A cleaner's swap interrupted by a crash is finished (or undone) first.
+        recover_swaps(dir)?;
         let bases = scan_dir(dir)?;
         let mut segments = BTreeMap::new();
         let mut missing_index = Vec::new();
@@ -89,6 +95,8 @@ impl Log {
             next_offset: 0,
             recovery_point: opts.recovery_point.max(0),
             epoch_cache,
+            truncation_count: 0,
+            cleaning: false,
         };
         let mut recovered_epochs: Vec<EpochEntry> = Vec::new();
         if log.segments.is_empty() {

@@ -12,8 +12,8 @@ use super::segment::{BatchMeta, Segment, TimestampAndOffset};
 use crate::error::{Error, IoContext, Result};
 use crate::io::FileRegion;
 use crate::record::batch::{
-    check_records, compute_crc, frame_batches, records_bytes, validate_batch, validate_batches,
-    BatchHeader, ATTR_TIMESTAMP_TYPE,
+    check_records, check_records_have_keys, compute_crc, frame_batches, records_bytes,
+    validate_batch, validate_batches, BatchHeader, ATTR_TIMESTAMP_TYPE,
 };
 use crate::record::{off, TimestampType, RECORD_BATCH_OVERHEAD};
 
@@ -80,6 +80,11 @@ pub struct Log {
     pub(super) next_offset: i64,
     pub(super) recovery_point: i64,
     pub(super) epoch_cache: LeaderEpochCache,
+    /// Bumped by every truncation: a cleaning planned before one must not swap its
+    /// segments in after it (see `cleaner.rs`).
+    pub(super) truncation_count: u64,
+    /// A cleaning is under way (`Log::begin_cleaning` to `Log::end_cleaning`).
+    pub(super) cleaning: bool,
 }
 
 impl Log {
@@ -174,12 +179,30 @@ impl Log {
         // Every batch's CRC and every record must check out: a batch whose records are
         // garbage is refused here rather than served to consumers. Compressed batches are
         // decompressed to check.
+        // A compacted topic refuses records without a key (Kafka's LogValidator), with
+        // Kafka's message naming the partition (the log directory's name).
+        let compacted_partition = self.config.compact.then(|| {
+            self.dir.file_name().map_or_else(
+                || self.dir.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        });
         let validate = || -> Result<()> {
             for (pos, h) in &batches {
                 let batch = &data[*pos..*pos + h.size_in_bytes()];
                 validate_batch(batch)?;
                 let mut scratch = Vec::new();
-                check_records(h, records_bytes(h, batch, &mut scratch)?, true)?;
+                let records = records_bytes(h, batch, &mut scratch)?;
+                if let Some(tp) = compacted_partition.as_deref().filter(|_| !h.is_control()) {
+                    check_records_have_keys(h, records, true).map_err(|e| match e {
+                        Error::InvalidRecord(_) => Error::invalid(format!(
+                            "Compacted topic cannot accept message without key in topic partition {tp}."
+                        )),
+                        other => other,
+                    })?;
+                } else {
+                    check_records(h, records, true)?;
+                }
             }
             Ok(())
         };
@@ -592,6 +615,7 @@ impl Log {
             self.epoch_cache.truncate_from_end(self.next_offset)?;
             return Ok(false);
         }
+        self.truncation_count += 1;
         if offset < self.log_start_offset
             || *self.segments.keys().next().expect("a segment") > offset
         {
@@ -622,6 +646,7 @@ impl Log {
                 "cannot restart the log at negative offset {offset}"
             )));
         }
+        self.truncation_count += 1;
         let all: Vec<i64> = self.segments.keys().copied().collect();
         for b in all {
             self.segments.remove(&b).expect("listed").delete()?;

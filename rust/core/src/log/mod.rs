@@ -12,21 +12,32 @@
 //! `segment` (one segment's files), `index` (the two sparse indexes), `log` (appends, reads,
 //! lookups, roll, retention, truncation), `loader` (opening and recovery, Kafka's
 //! `LogLoader`), `epoch_cache` (`leader-epoch-checkpoint`), `checkpoint` (the log dir's
-//! offset checkpoint files), `scan` (walking batch headers). Producer state
-//! (`producer_state.rs`) and compaction (`cleaner.rs`) get modules of their own when they
-//! are built; both hook into `loader` for what they restore at open.
+//! offset checkpoint files), `scan` (walking batch headers). Compaction is Kafka's
+//! `LogCleaner` split by concern: `cleanable` (what may be cleaned, how dirty a log is),
+//! `offset_map` (the key -> last offset map), `cleaner` (planning, cleaning, swapping in),
+//! `swap` (the `.cleaned` / `.swap` files, and finishing an interrupted swap at open, which
+//! `loader` calls first). Producer state (`producer_state.rs`) gets a module of its own when
+//! it is built.
 
 mod checkpoint;
+mod cleanable;
+mod cleaner;
 mod config;
 mod epoch_cache;
 mod index;
 mod loader;
 #[allow(clippy::module_inception)]
 mod log;
+mod offset_map;
 mod scan;
 mod segment;
+mod swap;
 
 pub use checkpoint::{read_offset_checkpoint, write_offset_checkpoint, CheckpointEntry};
+pub use cleanable::LogToClean;
+pub use cleaner::{
+    CleanPlan, CleanedGroup, CleanerConfig, CleanerStats, CleaningAbort, CleaningJob,
+};
 pub use config::LogConfig;
 pub use epoch_cache::{EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
@@ -35,7 +46,9 @@ pub use log::{
     FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
 };
+pub use offset_map::SkimpyOffsetMap;
 pub use scan::BatchScanner;
 pub use segment::{
     log_file_name, Segment, TimestampAndOffset, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
+pub use swap::{CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX};

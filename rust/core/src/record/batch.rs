@@ -305,18 +305,26 @@ fn range_of(base: &[u8], part: &[u8]) -> Range<usize> {
 /// `lastOffsetDelta` (what a producer sends); otherwise they need only increase within
 /// `0..=lastOffsetDelta` (a compacted batch has gaps).
 pub fn parse_records(h: &BatchHeader, records: &[u8], strict: bool) -> Result<Vec<RecordSpan>> {
-    walk_records::<true>(h, records, strict)
+    walk_records::<true>(h, records, strict, false)
 }
 
 /// Check every record as [`parse_records`] does, without keeping anything (no allocation).
 pub fn check_records(h: &BatchHeader, records: &[u8], strict: bool) -> Result<()> {
-    walk_records::<false>(h, records, strict).map(drop)
+    walk_records::<false>(h, records, strict, false).map(drop)
+}
+
+/// [`check_records`] for a compacted topic (`cleanup.policy=compact`), which also refuses a
+/// record without a key, as Kafka's LogValidator does: the cleaner could never tell which
+/// record such a one supersedes. The error is [`Error::InvalidRecord`] (INVALID_RECORD).
+pub fn check_records_have_keys(h: &BatchHeader, records: &[u8], strict: bool) -> Result<()> {
+    walk_records::<false>(h, records, strict, true).map(drop)
 }
 
 fn walk_records<const KEEP: bool>(
     h: &BatchHeader,
     records: &[u8],
     strict: bool,
+    require_key: bool,
 ) -> Result<Vec<RecordSpan>> {
     let count = h.record_count as usize;
     // Each record takes at least 7 bytes; never preallocate on a lying count.
@@ -354,6 +362,11 @@ fn walk_records<const KEEP: bool>(
         let key = rr
             .nullable_bytes("record key")?
             .map(|k| range_of(records, k));
+        if require_key && key.is_none() {
+            return Err(Error::invalid(format!(
+                "record {i} (offset delta {offset_delta}) has no key"
+            )));
+        }
         let value = rr
             .nullable_bytes("record value")?
             .map(|v| range_of(records, v));

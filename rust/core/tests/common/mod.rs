@@ -36,6 +36,7 @@ pub fn config() -> LogConfig {
         retention_ms: -1,
         retention_bytes: -1,
         message_timestamp_type: TimestampType::CreateTime,
+        ..LogConfig::default()
     }
 }
 
