@@ -116,8 +116,8 @@ class World:
             if op[2]:
                 self.record(shard.delete_groups([op[1]]))
             else:
-                request = OffsetDeleteRequest(op[1], (TopicPartitionIndexes("foo", (0, 1, 2)),))
-                self.record(shard.delete_offsets(request))
+                deletion = OffsetDeleteRequest(op[1], (TopicPartitionIndexes("foo", (0, 1, 2)),))
+                self.record(shard.delete_offsets(deletion))
 
     def _generation(self, group: str, client: str) -> int:
         if group == "cg":
@@ -176,8 +176,8 @@ class World:
             plan = None
             if group is not None and group.leader_id == member_id:
                 plan = {m: b"assignment of " + m.encode() for m in group.members}
-            request = sync("kg", member_id, generation, plan)
-            self.record(shard.sync_group(request, self.handle(client), self.now))
+            syncing = sync("kg", member_id, generation, plan)
+            self.record(shard.sync_group(syncing, self.handle(client), self.now))
         elif mode == "heartbeat":
             self.record(shard.heartbeat(HeartbeatRequest("kg", generation, member_id), self.now))
         else:
@@ -185,8 +185,8 @@ class World:
             self.record(shard.leave_group(leave, self.now))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(ops, min_size=1, max_size=40))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, min_size=10, max_size=60))
 def test_a_shard_rebuilt_from_its_records_shows_the_same_state(operations: list[Any]) -> None:
     world = World()
     for i, op in enumerate(operations):
