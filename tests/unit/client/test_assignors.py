@@ -1,13 +1,14 @@
 """The classic-protocol assignors' shared interface, range and round robin, and what the
 consumer does around them (choosing the rebalance protocol, JoinGroup's protocol list, the
 leader's assignment and its cooperative check). Examples are Kafka's javadoc's; range and round
-robin are also compared with kafka-python's on random groups."""
+robin are also compared with kafka-python's on random groups. The sticky assignors are in
+test_assignors_sticky.py."""
 
 from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 
 import pytest
@@ -18,10 +19,12 @@ from rillet.client.consumer.assignors import (
     ASSIGNORS,
     Assignment,
     ConsumerPartitionAssignor,
+    CooperativeStickyAssignor,
     GroupMember,
     RangeAssignor,
     RebalanceProtocol,
     RoundRobinAssignor,
+    StickyAssignor,
     Subscription,
     all_subscribed_topics,
     choose_rebalance_protocol,
@@ -32,6 +35,7 @@ from rillet.client.consumer.assignors import (
     perform_assignment,
     validate_cooperative_assignment,
 )
+from rillet.client.consumer.assignors.protocol import decode_sticky_assignor_user_data
 from rillet.errors import IllegalStateError, InvalidConfigurationError
 from rillet.types import TopicPartition
 
@@ -41,7 +45,7 @@ with warnings.catch_warnings():
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as KpRoundRobin
 
 TP = TopicPartition
-ALL = (RangeAssignor, RoundRobinAssignor)
+ALL = (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)
 
 
 def member(
@@ -199,6 +203,7 @@ def test_every_partition_once_to_a_subscriber_whatever_the_input_order(
 ) -> None:
     counts, members = group
     assignment = cls().assign(counts, members)
+    # Without owned partitions even cooperative-sticky gives everything out at once.
     check_valid(counts, members, assignment)
     shuffled = members[:]
     random.Random(seed).shuffle(shuffled)
@@ -211,7 +216,7 @@ def counts_of(assignment: Mapping[str, Assignment]) -> list[int]:
     return [len(a.partitions) for a in assignment.values()]
 
 
-@pytest.mark.parametrize("cls", (RoundRobinAssignor,))
+@pytest.mark.parametrize("cls", (RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor))
 @given(group=groups(equal=True))
 def test_equal_subscriptions_differ_by_at_most_one(
     cls: type[ConsumerPartitionAssignor], group: tuple[dict[str, int], list[GroupMember]]
@@ -303,24 +308,19 @@ def test_roundrobin_equals_kafka_pythons(
 # -- the consumer's side: configuration, JoinGroup, the leader ---------------------------------
 
 
-class CooperativeRange(RangeAssignor):
-    """A test assignor claiming both protocols, as cooperative-sticky does."""
-
-    name = "cooperative-range"
-    supported_protocols = (RebalanceProtocol.COOPERATIVE, RebalanceProtocol.EAGER)
-
-    def subscription_user_data(self, topics: Collection[str]) -> bytes | None:
-        return ",".join(sorted(topics)).encode()
-
-
 def test_create_assignors_by_name_java_class_class_or_instance() -> None:
-    rr = RoundRobinAssignor()
+    sticky = StickyAssignor()
     assignors = create_assignors(
-        ["org.apache.kafka.clients.consumer.RangeAssignor", rr, CooperativeRange]
+        [
+            "range",
+            "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+            sticky,
+            CooperativeStickyAssignor,
+        ]
     )
-    assert [a.name for a in assignors] == ["range", "roundrobin", "cooperative-range"]
-    assert assignors[1] is rr
-    assert sorted(ASSIGNORS) == ["range", "roundrobin"]
+    assert [a.name for a in assignors] == ["range", "roundrobin", "sticky", "cooperative-sticky"]
+    assert assignors[2] is sticky
+    assert sorted(ASSIGNORS) == ["cooperative-sticky", "range", "roundrobin", "sticky"]
     with pytest.raises(InvalidConfigurationError, match="unknown assignor 'uniform'"):
         create_assignors(["uniform"])
     with pytest.raises(InvalidConfigurationError, match="more than one assignor"):
@@ -331,10 +331,10 @@ def test_create_assignors_by_name_java_class_class_or_instance() -> None:
 
 def test_the_rebalance_protocol_is_the_highest_all_assignors_support() -> None:
     assert choose_rebalance_protocol(create_assignors(["range"])) is RebalanceProtocol.EAGER
-    cooperative = create_assignors([CooperativeRange])
+    cooperative = create_assignors(["cooperative-sticky"])
     assert choose_rebalance_protocol(cooperative) is RebalanceProtocol.COOPERATIVE
-    # Kafka's upgrade path: a cooperative assignor listed with range stays EAGER.
-    upgrading = create_assignors([CooperativeRange, "range"])
+    # Kafka's upgrade path: cooperative-sticky listed with range stays EAGER.
+    upgrading = create_assignors(["cooperative-sticky", "range"])
     assert choose_rebalance_protocol(upgrading) is RebalanceProtocol.EAGER
 
     class CooperativeOnly(RangeAssignor):
@@ -348,21 +348,28 @@ def test_the_rebalance_protocol_is_the_highest_all_assignors_support() -> None:
 
 
 def test_join_group_protocols_one_subscription_per_assignor_in_order() -> None:
+    sticky = StickyAssignor()
+    sticky.on_assignment(Assignment((TP("t", 1),)), generation_id=4)
     protocols = join_group_protocols(
-        [CooperativeRange(), RangeAssignor()],
+        [CooperativeStickyAssignor(), sticky, RangeAssignor()],
         topics={"u", "t"},
         owned_partitions=[TP("t", 1), TP("t", 0)],
         generation_id=4,
         rack_id="r1",
     )
-    assert [p.name for p in protocols] == ["cooperative-range", "range"]
+    assert [p.name for p in protocols] == ["cooperative-sticky", "sticky", "range"]
     subscriptions = [decode_subscription(p.metadata) for p in protocols]
     for s in subscriptions:
         assert s.topics == ("t", "u")
         assert s.owned_partitions == (TP("t", 0), TP("t", 1))
         assert (s.generation_id, s.rack_id) == (4, "r1")
-    assert subscriptions[0].user_data == b"t,u"
-    assert subscriptions[1].user_data is None
+    assert subscriptions[0].user_data == b"\xff\xff\xff\xff"  # never assigned: generation -1
+    user_data = subscriptions[1].user_data
+    assert user_data is not None
+    decoded = decode_sticky_assignor_user_data(user_data)
+    assert decoded is not None
+    assert (decoded.previous_assignment, decoded.generation) == ((TP("t", 1),), 4)
+    assert subscriptions[2].user_data is None
 
 
 def test_perform_assignment_checks_cooperative_assignments() -> None:
@@ -372,12 +379,16 @@ def test_perform_assignment_checks_cooperative_assignments() -> None:
     assert {m: a.partitions for m, a in eager.items()} == {"a": (TP("t", 0),), "b": (TP("t", 1),)}
     with pytest.raises(IllegalStateError, match=r"\['t-1'\]"):
         perform_assignment(RangeAssignor(), RebalanceProtocol.COOPERATIVE, members, {"t": 2})
-    # Taking t-1 from a without giving it to b is what COOPERATIVE allows.
-    validate_cooperative_assignment(members, {"a": Assignment((TP("t", 0),)), "b": Assignment()})
+    cooperative = perform_assignment(
+        CooperativeStickyAssignor(), RebalanceProtocol.COOPERATIVE, members, {"t": 2}
+    )
+    # t-1 is only revoked from a; the follow-up rebalance gives it to b.
+    assert {m: a.partitions for m, a in cooperative.items()} == {"a": (TP("t", 0),), "b": ()}
+    validate_cooperative_assignment(members, cooperative)
 
 
 def test_lookup_assignor_finds_the_protocol_the_coordinator_chose() -> None:
-    assignors = create_assignors([CooperativeRange, "range"])
+    assignors = create_assignors(["cooperative-sticky", "range"])
     assert lookup_assignor(assignors, "range") is assignors[1]
     with pytest.raises(IllegalStateError, match="invalid assignment protocol: roundrobin"):
         lookup_assignor(assignors, "roundrobin")

@@ -7,6 +7,8 @@ abstract.py            ConsumerPartitionAssignor, GroupMember, RebalanceProtocol
                        lookup_assignor, perform_assignment, validate_cooperative_assignment
 range.py               RangeAssignor             ``range``
 roundrobin.py          RoundRobinAssignor        ``roundrobin``
+sticky.py              StickyAssignor            ``sticky`` (and the sticky algorithm)
+cooperative_sticky.py  CooperativeStickyAssignor ``cooperative-sticky`` (KIP-429)
 
 :func:`create_assignors` turns ``partition_assignment_strategy`` into assignor instances.
 """
@@ -27,6 +29,7 @@ from rillet.client.consumer.assignors.abstract import (
     perform_assignment,
     validate_cooperative_assignment,
 )
+from rillet.client.consumer.assignors.cooperative_sticky import CooperativeStickyAssignor
 from rillet.client.consumer.assignors.protocol import (
     CONSUMER_PROTOCOL_TYPE,
     DEFAULT_GENERATION,
@@ -39,6 +42,7 @@ from rillet.client.consumer.assignors.protocol import (
 )
 from rillet.client.consumer.assignors.range import RangeAssignor
 from rillet.client.consumer.assignors.roundrobin import RoundRobinAssignor
+from rillet.client.consumer.assignors.sticky import StickyAssignor
 from rillet.errors import InvalidConfigurationError
 
 __all__ = [
@@ -47,11 +51,13 @@ __all__ = [
     "DEFAULT_GENERATION",
     "Assignment",
     "ConsumerPartitionAssignor",
+    "CooperativeStickyAssignor",
     "GroupMember",
     "JoinGroupProtocol",
     "RangeAssignor",
     "RebalanceProtocol",
     "RoundRobinAssignor",
+    "StickyAssignor",
     "Subscription",
     "all_subscribed_topics",
     "choose_rebalance_protocol",
@@ -68,13 +74,16 @@ __all__ = [
 
 #: The built-in assignors by Kafka's name.
 ASSIGNORS: dict[str, type[ConsumerPartitionAssignor]] = {
-    cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor)
+    cls.name: cls
+    for cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)
 }
 
 # Kafka's class names, as a Java client's partition.assignment.strategy spells them.
 _JAVA_CLASS_NAMES = {
     "org.apache.kafka.clients.consumer.RangeAssignor": RangeAssignor,
     "org.apache.kafka.clients.consumer.RoundRobinAssignor": RoundRobinAssignor,
+    "org.apache.kafka.clients.consumer.StickyAssignor": StickyAssignor,
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": CooperativeStickyAssignor,
 }
 
 
