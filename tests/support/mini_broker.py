@@ -17,7 +17,9 @@ from rillet.server.process import RilletServer
 
 
 class MiniBroker:
-    def __init__(self, data_dir: Path, topics: dict[str, int]) -> None:
+    def __init__(
+        self, data_dir: Path, topics: dict[str, int], overrides: dict[str, str] | None = None
+    ) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -27,6 +29,7 @@ class MiniBroker:
                 "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
                 "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
                 "log.dirs": str(data_dir),
+                **(overrides or {}),
             },
         )
         self.server = RilletServer(config, str(uuid.uuid4()))

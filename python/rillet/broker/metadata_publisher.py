@@ -13,7 +13,7 @@ this broker.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rillet.broker.replica_manager import ReplicaManager
 from rillet.metadata.image import MetadataDelta, MetadataImage
@@ -37,6 +37,8 @@ class MetadataPublisher:
         self.log_manager = log_manager
         self.held = held
         self._acted = self.image  # the image the logs and replicas were last brought to
+        # Told of each image acted on, after the ReplicaManager (the group coordinator).
+        self.listeners: list[Callable[[MetadataImage], None]] = []
 
     def release(self) -> None:
         """Stop holding: act on the whole image, then delete stray logs."""
@@ -88,3 +90,5 @@ class MetadataPublisher:
                         self.replicas.topic_config_changed(name)
         if self.replicas is not None:
             self.replicas.apply_partition_changes(delta.partition_changes(), new)
+        for listener in self.listeners:
+            listener(new)

@@ -3,8 +3,9 @@
 Prints records as Kafka's ``DefaultMessageFormatter`` does: the value, preceded (when asked
 with ``--property print.X=true``) by ``CreateTime:<ms>``, ``Partition:<n>``, ``Offset:<n>``,
 the headers and the key, separated by ``key.separator`` (a tab by default); null keys and
-values print as ``null``. Without ``--partition`` it reads every partition of the topic (no
-group yet); with it, from ``--offset`` (``earliest``, ``latest`` or a number). It stops after
+values print as ``null``. Without ``--partition`` it reads every partition of the topic, as a
+member of ``--group`` when one is given (committing what it read); with ``--partition``, from
+``--offset`` (``earliest``, ``latest`` or a number). It stops after
 ``--max-messages`` records or ``--timeout-ms`` without one, and then prints
 ``Processed a total of N messages`` on stderr, as Kafka does.
 """
@@ -59,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("read_uncommitted", "read_committed"),
         default="read_uncommitted",
     )
-    p.add_argument("--group", help=argparse.SUPPRESS)
+    p.add_argument("--group", help="consume as a member of this consumer group (commits)")
 
 
 class MessageFormatter:
@@ -134,16 +135,15 @@ def consumer_configs(args: argparse.Namespace) -> dict[str, Any]:
     configs["bootstrap.servers"] = args.bootstrap_server
     configs["isolation.level"] = args.isolation_level
     configs["auto.offset.reset"] = "earliest" if args.from_beginning else "latest"
+    if args.group:
+        configs["group.id"] = args.group
     return configs
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
-    if args.group:
-        raise SystemExit(
-            "Error: --group is not supported yet: Rillet has no group coordinator; the console "
-            "consumer reads every partition without a group"
-        )
+    if args.group and args.partition is not None:
+        raise SystemExit("Error: Options --group and --partition cannot be given together")
     if args.offset is not None and args.partition is None:
         raise SystemExit("Error: The partition is required when offset is specified.")
     if args.from_beginning and args.offset is not None:
@@ -166,8 +166,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _start(consumer: Consumer, args: argparse.Namespace) -> None:
     if args.partition is None:
+        if args.group and consumer.partitions_for_topic(args.topic) is None:
+            raise SystemExit(f"Error: topic {args.topic} does not exist")
         consumer.subscribe([args.topic])
-        if not consumer.assignment():
+        if not args.group and not consumer.assignment():
             raise SystemExit(f"Error: topic {args.topic} does not exist")
         return
     parts = consumer.partitions_for_topic(args.topic)

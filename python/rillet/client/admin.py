@@ -12,6 +12,7 @@ import grpc
 from rillet.broker.apis import LogDirDescription
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
+from rillet.client.group_admin import ConsumerGroupAdmin
 from rillet.controller.elections import ElectionType
 from rillet.controller.reassignment import OngoingReassignment
 from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
@@ -100,9 +101,9 @@ def _raise(results: Mapping[str, KafkaError | None]) -> None:
         raise type(first)("; ".join(f"{k}: {e}" for k, e in errors.items()))
 
 
-class AdminClient:
-    """Administer topics, partitions and configs. Errors raise Kafka's error classes; with
-    several failures the message names each resource."""
+class AdminClient(ConsumerGroupAdmin):
+    """Administer topics, partitions, configs and consumer groups. Errors raise Kafka's
+    error classes; with several failures the message names each resource."""
 
     DEFAULT_CONFIG: Mapping[str, Any] = {
         "bootstrap_servers": "localhost:9092",

@@ -322,6 +322,29 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
         _k("group.max.session.timeout.ms", "int", 1_800_000, "Largest consumer session timeout"),
         _k("group.max.size", "int", INT_MAX, "Members per group", at_least(1)),
         _k(
+            "group.consumer.session.timeout.ms",
+            "int",
+            45_000,
+            "A KIP-848 member that has not heartbeated for this long is removed",
+            at_least(1),
+        ),
+        _k(
+            "group.consumer.heartbeat.interval.ms",
+            "int",
+            5000,
+            "How often KIP-848 members heartbeat",
+            at_least(1),
+        ),
+        _k("group.consumer.max.size", "int", INT_MAX, "Members per KIP-848 group", at_least(1)),
+        _k(
+            "group.consumer.assignors",
+            "list",
+            ["uniform", "range"],
+            "Server-side assignors (the first is the default)",
+            one_of("uniform", "range"),
+        ),
+        _k("offset.metadata.max.bytes", "int", 4096, "Largest commit metadata", at_least(0)),
+        _k(
             "offsets.topic.num.partitions",
             "int",
             50,
@@ -409,9 +432,6 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
 # listeners). Performance knobs of Kafka's own design (network and I/O threads, socket
 # buffers) have no counterpart in Rillet and are not listed.
 INERT_KEYS: dict[str, str] = {
-    **dict.fromkeys(
-        [k for k in BROKER_CONFIGS if k.startswith(("group.", "offsets."))], "consumer groups"
-    ),
     **dict.fromkeys(
         [
             k

@@ -54,6 +54,7 @@ def heartbeat_request_to_pb(r: HeartbeatRequest) -> group_pb2.ConsumerGroupHeart
     if r.server_assignor is not None:
         pb.server_assignor = r.server_assignor
     if r.owned is not None:
+        pb.topic_partitions.SetInParent()  # present even when empty: a join says "none"
         pb.topic_partitions.topics.extend(assignment_to_pb(r.owned))
     return pb
 

@@ -33,6 +33,7 @@ from typing import IO
 from rillet.broker.alter_partition import AlterPartitionManager
 from rillet.broker.apis import BrokerApis
 from rillet.broker.controller_channel import ControllerChannel, InProcessControllerChannel
+from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerLifecycleManager
 from rillet.broker.metadata_publisher import MetadataPublisher
 from rillet.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
@@ -40,6 +41,7 @@ from rillet.broker.replica_manager import ReplicaManager
 from rillet.config import BrokerConfig, Endpoint
 from rillet.controller import ControllerConfig, QuorumController
 from rillet.controller.service import ControllerService
+from rillet.coordinator.group.config import GroupCoordinatorConfig
 from rillet.errors import KafkaStorageError
 from rillet.metadata.records import BrokerEndpoint
 from rillet.metadata.snapshot import (
@@ -65,6 +67,22 @@ __all__ = ["RilletServer"]
 
 _log = logging.getLogger(__name__)
 
+# The broker configs the group coordinator takes (GroupCoordinatorConfig.from_properties).
+GROUP_KEYS = (
+    "offsets.topic.num.partitions",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
+    "group.consumer.session.timeout.ms",
+    "group.consumer.heartbeat.interval.ms",
+    "group.consumer.max.size",
+    "group.consumer.assignors",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
+)
+
 
 class RilletServer:
     """Wires and runs one node: ``await start()``, then ``await stop()``. The components
@@ -85,6 +103,7 @@ class RilletServer:
         self.scheduler = AsyncioScheduler()
         self.log_manager: LogManager | None = None
         self.replicas: ReplicaManager | None = None
+        self.groups: GroupCoordinator | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.apis: BrokerApis | None = None
@@ -253,6 +272,17 @@ class RilletServer:
         self.apis = BrokerApis(
             cfg, self.cluster_id, self.replicas, lambda: self.publisher.image, self.channel
         )
+        self.groups = GroupCoordinator(
+            cfg.node_id,
+            self.replicas,
+            self.log_manager,
+            self.channel,
+            GroupCoordinatorConfig.from_properties({k: cfg[k] for k in GROUP_KEYS}),
+            self.clock,
+            replication_factor=cfg.offsets_topic_replication_factor,
+            commit_timeout_ms=cfg["offsets.commit.timeout.ms"],
+        )
+        self.publisher.listeners.append(self.groups.on_metadata)
 
     def _on_caught_up(self) -> None:
         """The controller says this broker has the metadata: act on it (leaders, followers,
@@ -286,7 +316,8 @@ class RilletServer:
         if cfg.is_broker and cfg.broker_listeners:
             assert self.apis is not None
             name = (cfg.inter_broker_listener or cfg.broker_listeners[0]).listener_name
-            listener = broker_listener(self.apis, self.clock, name)
+            assert self.groups is not None
+            listener = broker_listener(self.apis, self.groups, self.clock, name)
             await self._listen(listener, cfg.broker_listeners)
         if cfg.is_controller and cfg.controller_listeners:
             listener = controller_listener(driver, self.controller, self.clock, self.cluster_id)
@@ -428,6 +459,8 @@ class RilletServer:
             self.lifecycle = None
         if self.replicas is not None:
             await self.replicas.stop_fetchers()
+        if self.groups is not None:
+            await self.groups.close()
         await self.scheduler.shutdown()
         for listener in self.listeners:
             await listener.stop(1)

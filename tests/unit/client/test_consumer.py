@@ -183,7 +183,10 @@ def test_bad_configs_name_the_key(broker: MiniBroker) -> None:
         ({"auto_offset_reset": "sideways"}, "auto.offset.reset"),
         ({"fetch_min_bytes": -1}, "fetch.min.bytes"),
         ({"isolation_level": "dirty"}, "isolation.level"),
-        ({"group_id": "g"}, "group.id"),
+        ({"group_id": ""}, "group.id"),
+        ({"enable_auto_commit": True}, "enable.auto.commit"),
+        ({"group_id": "g", "group_protocol": "eager"}, "group.protocol"),
+        ({"group_id": "g", "max_poll_interval_ms": -5}, "max.poll.interval.ms"),
         ({"no_such_thing": 1}, "no_such_thing"),
     ]
     for kwargs, key in cases:

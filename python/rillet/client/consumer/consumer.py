@@ -1,4 +1,6 @@
-"""Consumer, shaped like kafka-python's ``KafkaConsumer`` (manual assignment, no group yet).
+"""Consumer, shaped like kafka-python's ``KafkaConsumer``: manual assignment, or a
+subscription, alone or in a consumer group (``group_id``; Kafka 4's server-driven protocol of
+KIP-848, :mod:`rillet.client.consumer.group`).
 
 Positions live in the client (:class:`~rillet.client.consumer.subscription.SubscriptionState`);
 the :class:`~rillet.client.consumer.fetcher.Fetcher` fetches from the partition leaders one
@@ -13,6 +15,7 @@ the exception: it may be called from another thread).
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -22,10 +25,12 @@ from rillet._core import ConsumerRecord
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.consumer.fetcher import Deserializer, Fetcher
+from rillet.client.consumer.group import CommitCallback, GroupMember
+from rillet.client.consumer.listener import ConsumerRebalanceListener
 from rillet.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState
 from rillet.errors import IllegalStateError, InvalidConfigurationError, KafkaError
 from rillet.protocol import fetch_pb2
-from rillet.types import TopicPartition
+from rillet.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
@@ -54,6 +59,12 @@ class Consumer:
         "bootstrap_servers": "localhost:9092",
         "client_id": "rillet-consumer",
         "group_id": None,
+        "group_protocol": "consumer",
+        "group_instance_id": None,
+        "group_remote_assignor": None,
+        "max_poll_interval_ms": 300000,
+        "auto_commit_interval_ms": 5000,
+        "default_api_timeout_ms": 60000,
         "key_deserializer": None,
         "value_deserializer": None,
         "fetch_min_bytes": 1,
@@ -63,7 +74,7 @@ class Consumer:
         "request_timeout_ms": 30500,
         "retry_backoff_ms": 100,
         "auto_offset_reset": "latest",
-        "enable_auto_commit": False,
+        "enable_auto_commit": None,  # Kafka's default: on with a group_id, off without
         "check_crcs": True,
         "max_poll_records": 500,
         "consumer_timeout_ms": float("inf"),
@@ -85,14 +96,27 @@ class Consumer:
             names.append(t)
         c = merge_configs(self.DEFAULT_CONFIG, configs, kwargs, "consumer")
         self.config = c
-        if c["group_id"] is not None:
+        group_id = c["group_id"]
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
             raise InvalidConfigurationError(
-                "group.id is not supported yet: Rillet has no group coordinator, so consumers "
-                "use assign() (or subscribe() without a group, which reads every partition)"
+                f"Invalid value {group_id!r} for configuration group.id: a non-empty string"
             )
-        if c["enable_auto_commit"]:
+        if c["enable_auto_commit"] is None:
+            c["enable_auto_commit"] = group_id is not None
+        elif c["enable_auto_commit"] and group_id is None:
             raise InvalidConfigurationError(
-                "enable.auto.commit needs a group.id; Rillet has no group coordinator yet"
+                "enable.auto.commit cannot be set to true when default group id (null) is used."
+            )
+        protocol = str(c["group_protocol"]).lower()
+        if protocol not in ("consumer", "classic"):
+            raise InvalidConfigurationError(
+                f"Invalid value {c['group_protocol']} for configuration group.protocol: "
+                "String must be one of (case insensitive): CLASSIC, CONSUMER"
+            )
+        if protocol == "classic" and group_id is not None:
+            raise InvalidConfigurationError(
+                "group.protocol=classic is not served yet: use the default, consumer "
+                "(KIP-848), which every Rillet broker serves"
             )
         reset = str(c["auto_offset_reset"]).lower()
         if reset not in (*_RESET, "none"):
@@ -119,6 +143,9 @@ class Consumer:
             "max_partition_fetch_bytes",
             "max_poll_records",
             "request_timeout_ms",
+            "max_poll_interval_ms",
+            "auto_commit_interval_ms",
+            "default_api_timeout_ms",
         ):
             value = c[name]
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -145,6 +172,11 @@ class Consumer:
         )
         self._wakeup = threading.Event()
         self._closed = False
+        self._group = (
+            GroupMember(c, self._cluster, self._subscriptions, self._wakeup)
+            if group_id is not None
+            else None
+        )
         if names:
             self.subscribe(names)
 
@@ -165,14 +197,38 @@ class Consumer:
         """Read exactly these partitions (replacing any earlier assignment)."""
         self._subscriptions.assign(partitions)
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Read every partition of ``topics`` (no group: each consumer reads them all);
-        partitions added later are picked up when metadata is refreshed."""
-        self._subscriptions.subscribe(topics)
-        self._update_subscribed_assignment(force=True)
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Subscribe to ``topics``, or to every topic whose whole name matches the regular
+        expression ``pattern``. In a group (``group_id``) the coordinator shares their
+        partitions out among the members and ``listener`` hears of each change; without one
+        this consumer reads every partition, picking up new ones on metadata refresh."""
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if bool(names) == (pattern is not None):
+            raise IllegalStateError("Subscription requires either topics or pattern, not both")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise InvalidConfigurationError(
+                    f"Invalid subscription pattern {pattern!r}: {e}"
+                ) from None
+        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+            raise TypeError("listener must be a ConsumerRebalanceListener")
+        self._subscriptions.subscribe(names, pattern)
+        if self._group is not None:
+            self._group.subscribe(names or None, pattern, listener)
+        else:
+            self._update_subscribed_assignment(force=True)
 
     def unsubscribe(self) -> None:
-        """Drop every subscription and assignment."""
+        """Drop every subscription and assignment (and leave the group)."""
+        if self._group is not None and self._subscriptions.subscribed:
+            self._group.unsubscribe()
         self._subscriptions.unsubscribe()
 
     def subscription(self) -> set[str] | None:
@@ -183,13 +239,19 @@ class Consumer:
         return set(self._subscriptions.assignment)
 
     def _update_subscribed_assignment(self, force: bool = False) -> None:
-        topics = self._subscriptions.subscription
-        if not topics:
+        """Without a group: every partition of the subscribed topics."""
+        if self._group is not None or not self._subscriptions.subscribed:
             return
         if not force and self._cluster.age_ms() < self.config["metadata_max_age_ms"]:
             return
+        pattern = self._subscriptions.pattern
         with contextlib.suppress(KafkaError):
-            self._cluster.refresh(topics)
+            self._cluster.refresh(None if pattern is not None else self._subscriptions.subscription)
+        topics = (
+            {t for t in self._cluster.topics() if re.fullmatch(pattern, t)}
+            if pattern is not None
+            else self._subscriptions.subscription
+        )
         self._subscriptions.set_assignment(
             TopicPartition(topic, p)
             for topic in sorted(topics)
@@ -289,7 +351,7 @@ class Consumer:
         ``max_poll_records``), waiting up to ``timeout_ms`` for some to arrive."""
         if self._closed:
             raise IllegalStateError("This consumer has already been closed.")
-        if not self._subscriptions.assignment and not self._subscriptions.subscription:
+        if not self._subscriptions.assignment and not self._subscriptions.subscribed:
             raise IllegalStateError(
                 "Consumer is not subscribed to any topics or assigned any partitions"
             )
@@ -298,6 +360,8 @@ class Consumer:
         self._wakeup.clear()
         fetcher = self._fetcher
         while True:
+            if self._group is not None:
+                self._group.poll()
             self._update_subscribed_assignment()
             fetcher.reset_positions(self._subscriptions.needing_reset())
             out = fetcher.collect(limit)
@@ -334,13 +398,50 @@ class Consumer:
         """Make a blocked :meth:`poll` return early (from another thread)."""
         self._wakeup.set()
 
+    # -- committed offsets (a group's) --------------------------------------------------------
+
+    def _member(self) -> GroupMember:
+        if self._group is None:
+            raise IllegalStateError(
+                "To use the group management or offset commit APIs, you must provide a valid "
+                "group.id in the consumer configuration."
+            )
+        return self._group
+
+    def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
+    ) -> None:
+        """Commit ``offsets`` (default: the position of every assigned partition) to the
+        group, waiting until the coordinator has them."""
+        self._member().commit(_offsets(offsets))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Commit without waiting; ``callback(offsets, exception_or_None)`` runs in a later
+        ``poll()``."""
+        self._member().commit_async(_offsets(offsets), callback)
+
+    def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:
+        """The group's committed offset of ``partition`` (None if there is none); with
+        ``metadata``, the whole OffsetAndMetadata."""
+        found = self._member().committed([TopicPartition(*partition)]).get(partition)
+        if found is None:
+            return None
+        return found if metadata else found.offset
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self, autocommit: bool = True) -> None:
-        """Stop fetching and release connections."""
+        """Commit (with auto-commit on), leave the group, stop fetching, release
+        connections."""
         if self._closed:
             return
         self._closed = True
+        if self._group is not None:
+            self._group.close(autocommit, self.config["request_timeout_ms"] / 1000)
         self._fetcher.close()
         self._cluster.close()
 
@@ -349,3 +450,19 @@ class Consumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+) -> dict[TopicPartition, OffsetAndMetadata] | None:
+    """Accept kafka-python's OffsetAndMetadata values, or bare offsets."""
+    if offsets is None:
+        return None
+    out = {}
+    for tp, om in offsets.items():
+        if isinstance(om, int):
+            om = OffsetAndMetadata(om)
+        if not isinstance(om.offset, int) or om.offset < 0:
+            raise ValueError(f"invalid offset to commit for {tp}: {om.offset!r}")
+        out[TopicPartition(*tp)] = OffsetAndMetadata(*om)
+    return out

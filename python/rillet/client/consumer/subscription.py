@@ -92,6 +92,7 @@ class SubscriptionState:
     def __init__(self) -> None:
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.subscription: set[str] = set()
+        self.pattern: str | None = None  # a regex subscription, instead of topic names
         self.manual = False
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -106,15 +107,21 @@ class SubscriptionState:
         self.manual = bool(wanted)
         self.set_assignment(wanted)
 
-    def subscribe(self, topics: Iterable[str]) -> None:
+    def subscribe(self, topics: Iterable[str], pattern: str | None = None) -> None:
         if self.manual:
             raise IllegalStateError(
                 "Subscription to topics, partitions and pattern are mutually exclusive"
             )
         self.subscription = {topics} if isinstance(topics, str) else set(topics)
+        self.pattern = pattern
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.subscription) or self.pattern is not None
 
     def unsubscribe(self) -> None:
         self.subscription = set()
+        self.pattern = None
         self.manual = False
         self.set_assignment([])
 

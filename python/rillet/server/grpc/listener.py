@@ -11,6 +11,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from rillet.broker.apis import BrokerApis
+from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.config import Endpoint
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaStorageError
@@ -20,6 +21,8 @@ from rillet.protocol.gen.v1 import (
     controller_pb2,
     controller_pb2_grpc,
     fetch_pb2,
+    group_pb2,
+    group_pb2_grpc,
     metadata_pb2,
     metadata_pb2_grpc,
     produce_pb2,
@@ -31,6 +34,7 @@ from rillet.scheduler import Clock
 from rillet.server.grpc.admin import AdminServicer
 from rillet.server.grpc.controller import ControllerServicer
 from rillet.server.grpc.fetch import FetchServicer, add_fetch_servicer
+from rillet.server.grpc.group import GroupServicer
 from rillet.server.grpc.metadata import MetadataServicer
 from rillet.server.grpc.produce import ProduceServicer, add_produce_servicer
 from rillet.server.grpc.quorum import QuorumServicer
@@ -83,8 +87,10 @@ def _service(file: FileDescriptor, name: str) -> str:
     return file.services_by_name[name].full_name
 
 
-def broker_listener(apis: BrokerApis, clock: Clock, listener_name: str) -> GrpcListener:
-    """The client API of a broker: produce, fetch, metadata and admin. Brokers are described
+def broker_listener(
+    apis: BrokerApis, groups: GroupCoordinator, clock: Clock, listener_name: str
+) -> GrpcListener:
+    """The client API of a broker: produce, fetch, metadata, admin and groups. Brokers are described
     with their ``listener_name`` endpoints; ``clock`` stamps records sent without a
     timestamp."""
     return GrpcListener(
@@ -97,12 +103,16 @@ def broker_listener(apis: BrokerApis, clock: Clock, listener_name: str) -> GrpcL
             lambda s: admin_pb2_grpc.add_AdminServiceServicer_to_server(
                 AdminServicer(apis, listener_name), s
             ),
+            lambda s: group_pb2_grpc.add_GroupServiceServicer_to_server(
+                GroupServicer(groups, listener_name), s
+            ),
         ],
         [
             _service(produce_pb2.DESCRIPTOR, "ProduceService"),
             _service(fetch_pb2.DESCRIPTOR, "FetchService"),
             _service(metadata_pb2.DESCRIPTOR, "MetadataService"),
             _service(admin_pb2.DESCRIPTOR, "AdminService"),
+            _service(group_pb2.DESCRIPTOR, "GroupService"),
         ],
     )
 

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Consumer-group benchmark: one Rillet node on this machine, a 12-partition topic with a
+backlog, member processes of one group (KIP-848, the consumer's default protocol).
+
+* Rebalance: three members consume at full speed; a fourth joins. Reported: the time from its
+  start to its first record (target: at most two heartbeat intervals), and the other members'
+  consumption rate from the join to that moment against their rate in the two seconds before
+  it (target: at least 0.9; members whose partitions stay are never stopped).
+* A member is killed (kill -9): the time until one of its partitions is consumed again by
+  another member (about the session timeout).
+* ``rillet consumer-perf-test --group`` (auto-commit on) against the same tool without a
+  group, on the same topic in the same run (target: at least 0.9).
+* Compaction: ``bench/compaction.py``'s cleaning rate against a raw write of the same bytes,
+  measured by that script in this run (target: at least 0.3).
+
+Settings: ``group.consumer.heartbeat.interval.ms`` 500 and ``group.consumer.session.timeout.ms``
+6000 (Kafka's defaults are 5000 and 45000: every time here scales with them); everything else
+Kafka's defaults. Members are processes, so on a 2-core machine a joining member competes
+for CPU with the others; the rate ratio includes that.
+
+    python bench/groups.py                       # the reported run
+    python bench/groups.py --records 600000 --skip-compaction   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rillet import Consumer
+from rillet.client.admin import NewTopic
+from tests.support.cluster import Cluster, eventually
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PARTITIONS = 12
+SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
+    "offsets.topic.num.partitions": "50",
+}
+WINDOW_S = 0.1
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- a member process ----------------------------------------------------------------------------
+
+
+def member_main(bootstrap: str, group: str, topic: str) -> int:
+    """Consume as fast as possible; every WINDOW_S print ``<monotonic ns> <records>
+    <partitions owned>``; print ``first <ns> <partition>`` at the first record."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    consumer = Consumer(bootstrap_servers=bootstrap, group_id=group,
+                        auto_offset_reset="earliest", max_poll_records=2000)  # fmt: skip
+    consumer.subscribe([topic])
+    count, first, next_report = 0, True, time.monotonic() + WINDOW_S
+    while not stop.is_set():
+        for tp, records in consumer.poll(timeout_ms=50).items():
+            if first:
+                print(f"first {time.monotonic_ns()} {tp.partition}", flush=True)
+                first = False
+            count += len(records)
+        if time.monotonic() >= next_report:
+            owned = ",".join(str(tp.partition) for tp in sorted(consumer.assignment())) or "-"
+            print(f"rate {time.monotonic_ns()} {count} {owned}", flush=True)
+            count, next_report = 0, time.monotonic() + WINDOW_S
+    consumer.close()
+    return 0
+
+
+class Member:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+        self.name = name
+        self.started_ns = time.monotonic_ns()
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--member", bootstrap, group, topic],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.windows: list[tuple[int, int, set[int]]] = []  # (ns, records, owned)
+        self.first_ns: int | None = None
+        assert self.proc.stdout is not None
+        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, out: IO[str]) -> None:
+        for line in out:
+            parts = line.split()
+            if parts[0] == "first" and self.first_ns is None:
+                self.first_ns = int(parts[1])
+            elif parts[0] == "rate":
+                owned = set() if parts[3] == "-" else {int(p) for p in parts[3].split(",")}
+                self.windows.append((int(parts[1]), int(parts[2]), owned))
+
+    def owned(self) -> set[int]:
+        return self.windows[-1][2] if self.windows else set()
+
+    def rate(self, start_ns: int, end_ns: int) -> float:
+        """Records per second over the windows that ended in [start, end]."""
+        n = sum(r for t, r, _ in self.windows if start_ns < t <= end_ns)
+        return n / max((end_ns - start_ns) / 1e9, 1e-9)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+# -- the measurements ----------------------------------------------------------------------------
+
+
+def fill(c: Cluster, topic: str, records: int, size: int) -> None:
+    with c.admin() as admin:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    subprocess.run(
+        [sys.executable, "-m", "rillet.cli.main", "producer-perf-test", "--topic", topic,
+         "--num-records", str(records), "--record-size", str(size), "--throughput", "-1",
+         "--bootstrap-server", c.bootstrap(), "--producer-props", "linger.ms=5",
+         "batch.size=262144"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def rebalance_and_kill(c: Cluster, topic: str) -> dict[str, Any]:
+    members = [Member(c.bootstrap(), "bench", topic, f"m{i}") for i in range(3)]
+    try:
+        eventually(lambda: sorted(len(m.owned()) for m in members) == [4, 4, 4] or None, 60)
+        time.sleep(2.5)  # a steady rate to compare with
+        join_ns = time.monotonic_ns()
+        joiner = Member(c.bootstrap(), "bench", topic, "m3")
+        eventually(lambda: joiner.first_ns is not None or None, 60)
+        assert joiner.first_ns is not None
+        join_to_records = (joiner.first_ns - join_ns) / 1e9
+        before = sum(m.rate(join_ns - 2_000_000_000, join_ns) for m in members)
+        during = sum(m.rate(join_ns, joiner.first_ns + int(WINDOW_S * 1e9)) for m in members)
+        log(f"  join: first record {join_to_records:.3f} s after the new member started; "
+            f"others {before:,.0f} rec/s before, {during:,.0f} rec/s during")  # fmt: skip
+        members.append(joiner)
+        eventually(lambda: sorted(len(m.owned()) for m in members) == [3, 3, 3, 3] or None, 60)
+        time.sleep(1)
+        victim = members[1]
+        orphans = victim.owned()
+        killed_ns = time.monotonic_ns()
+        victim.kill()
+
+        def reconsumed() -> int | None:
+            for m in members:
+                if m is victim:
+                    continue
+                for t, n, owned in m.windows:
+                    if t > killed_ns and n > 0 and owned & orphans:
+                        return t
+            return None
+
+        back_ns = eventually(reconsumed, 120)
+        kill_to_reconsumed = (back_ns - killed_ns) / 1e9
+        log(f"  kill -9: its partitions {sorted(orphans)} consumed again after "
+            f"{kill_to_reconsumed:.3f} s")  # fmt: skip
+        return {
+            "join_to_records_s": join_to_records,
+            "others_rate_before": before,
+            "others_rate_during": during,
+            "others_rate_during_rebalance_ratio": during / before if before else None,
+            "kill_to_reconsumed_s": kill_to_reconsumed,
+        }
+    finally:
+        for m in members:
+            m.stop()
+
+
+def perf_test(c: Cluster, topic: str, records: int, group: str | None) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = [sys.executable, "-m", "rillet.cli.main", "consumer-perf-test", "--topic", topic,
+                "--messages", str(records), "--bootstrap-server", c.bootstrap(),
+                "--json", out.name]  # fmt: skip
+        if group:
+            argv += ["--group", group]
+        done = subprocess.run(argv, check=True, capture_output=True, text=True)
+        result: dict[str, Any] = json.loads(Path(out.name).read_text())
+    result["output"] = done.stdout.strip().splitlines()[-1]
+    result["command"] = " ".join(["rillet", *argv[3:]])
+    log(f"  $ {result['command']}\n    {result['output']}")
+    return result
+
+
+def compaction() -> dict[str, Any] | None:
+    script = Path(__file__).resolve().parent / "compaction.py"
+    if not script.exists():
+        return None
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    if done.returncode != 0:
+        log(f"  compaction benchmark failed:\n{done.stderr[-2000:]}")
+        return None
+    log(done.stdout.rstrip())
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--member", nargs=3, metavar=("BOOTSTRAP", "GROUP", "TOPIC"),
+                    help=argparse.SUPPRESS)  # fmt: skip
+    ap.add_argument("--records", type=int, default=6_000_000)
+    ap.add_argument("--record-size", type=int, default=100)
+    ap.add_argument("--perf-records", type=int, default=2_000_000)
+    ap.add_argument("--skip-compaction", action="store_true")
+    ap.add_argument("--out", type=Path, default=RESULTS / "groups.json")
+    args = ap.parse_args(argv)
+    if args.member:
+        return member_main(*args.member)
+    work = Path(tempfile.mkdtemp(prefix="rillet-bench-groups-"))
+    result: dict[str, Any] = {
+        "settings": SETTINGS,
+        "partitions": PARTITIONS,
+        "records": args.records,
+        "record_size": args.record_size,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "heartbeat_interval_s": int(SETTINGS["group.consumer.heartbeat.interval.ms"]) / 1000,
+        "session_timeout_s": int(SETTINGS["group.consumer.session.timeout.ms"]) / 1000,
+    }
+    c = Cluster(work, voters=1)
+    for n in c.nodes.values():
+        n.extra.update(SETTINGS)
+    c.start()
+    try:
+        log("filling the backlog")
+        fill(c, "backlog", args.records, args.record_size)
+        log("rebalance and kill")
+        result.update(rebalance_and_kill(c, "backlog"))
+        log("consumer-perf-test with and without a group")
+        nogroup = [perf_test(c, "backlog", args.perf_records, None) for _ in range(2)]
+        group = [perf_test(c, "backlog", args.perf_records, f"perf-{i}") for i in range(2)]
+        result["perf_nogroup"] = nogroup
+        result["perf_group"] = group
+        best_no = max(r["mb_per_sec"] for r in nogroup)
+        best_group = max(r["mb_per_sec"] for r in group)
+        result["group_vs_nogroup"] = best_group / best_no
+        result["rebalance_time_ms"] = statistics.median(r["rebalance_time_ms"] for r in group)
+    finally:
+        c.stop()
+    if not args.skip_compaction:
+        log("compaction (bench/compaction.py)")
+        comp = compaction()
+        result["compaction"] = comp
+        result["compaction_vs_raw_write"] = comp.get("compaction_vs_raw_write") if comp else None
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    hb = result["heartbeat_interval_s"]
+    session = result["session_timeout_s"]
+    print(f"Rillet consumer groups, {PARTITIONS} partitions, {args.records:,} x "
+          f"{args.record_size} B backlog, heartbeat {hb} s, session {session} s")  # fmt: skip
+    print(f"  join -> first record: {result['join_to_records_s']:.2f} s "
+          f"({result['join_to_records_s'] / hb:.1f} heartbeat intervals; target <= 2)")  # fmt: skip
+    ratio = result["others_rate_during_rebalance_ratio"]
+    print(f"  others' rate during the rebalance: {ratio:.2f}x of before (target >= 0.9)")
+    print(f"  kill -9 -> partitions consumed again: {result['kill_to_reconsumed_s']:.2f} s "
+          f"(session timeout {result['session_timeout_s']} s)")  # fmt: skip
+    print(f"  consumer-perf-test --group vs no group: {result['group_vs_nogroup']:.2f}x "
+          f"(target >= 0.9)")  # fmt: skip
+    if result.get("compaction_vs_raw_write") is not None:
+        print(
+            f"  compaction vs raw write: {result['compaction_vs_raw_write']:.2f}x (target >= 0.3)"
+        )
+    print(json.dumps(result, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

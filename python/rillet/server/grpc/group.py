@@ -1,0 +1,251 @@
+"""GroupService over :class:`~rillet.broker.group_coordinator.GroupCoordinator`: decode, run
+on the group's shard, encode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import grpc
+
+from rillet.broker.group_coordinator import GroupCoordinator
+from rillet.coordinator.group import messages as m
+from rillet.coordinator.group.results import CoordinatorResult
+from rillet.coordinator.group.shard import GroupCoordinatorShard
+from rillet.errors import InvalidRequestError, KafkaError
+from rillet.protocol import group_coordinator as conv
+from rillet.protocol.errors import set_error
+from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc
+
+__all__ = ["GroupServicer"]
+
+Context = grpc.aio.ServicerContext[object, object]
+
+R = TypeVar("R")
+
+COORDINATOR_GROUP = 0
+
+
+def _client(context: Context) -> tuple[str, str]:
+    """(client id, client host) of the caller, as Kafka's request context has them."""
+    client_id = ""
+    for key, value in context.invocation_metadata() or ():
+        if key == "client-id":
+            client_id = str(value)
+    peer = context.peer() or ""
+    host = peer.split(":", 1)[1].rsplit(":", 1)[0] if ":" in peer else peer
+    return client_id, "/" + host.strip("[]")
+
+
+class GroupServicer(group_pb2_grpc.GroupServiceServicer):
+    """Names coordinators by the endpoints of ``listener_name``."""
+
+    def __init__(self, coordinator: GroupCoordinator, listener_name: str) -> None:
+        self.coordinator = coordinator
+        self.listener_name = listener_name
+
+    async def FindCoordinator(
+        self, request: group_pb2.FindCoordinatorRequest, context: Context
+    ) -> group_pb2.FindCoordinatorResponse:
+        response = group_pb2.FindCoordinatorResponse()
+        for key in request.coordinator_keys:
+            out = response.coordinators.add(key=key, node_id=-1, port=-1)
+            if request.key_type != COORDINATOR_GROUP:
+                set_error(
+                    out,
+                    InvalidRequestError(
+                        f"coordinator type {request.key_type} is not served (0 = GROUP)"
+                    ),
+                )
+                continue
+            found = await self.coordinator.find_coordinator(key)
+            if isinstance(found, KafkaError):
+                set_error(out, found)
+                continue
+            broker = self.coordinator.image.brokers.get(found)
+            endpoint = broker.endpoint(self.listener_name) if broker is not None else None
+            if endpoint is None:
+                set_error(
+                    out,
+                    InvalidRequestError(f"broker {found} has no {self.listener_name} listener"),
+                )
+                continue
+            out.node_id, out.host, out.port = found, endpoint.host, endpoint.port
+        return response
+
+    # -- KIP-848 -------------------------------------------------------------------------------
+
+    async def ConsumerGroupHeartbeat(
+        self, request: group_pb2.ConsumerGroupHeartbeatRequest, context: Context
+    ) -> group_pb2.ConsumerGroupHeartbeatResponse:
+        r = conv.heartbeat_request_from_pb(request, *_client(context))
+        response = await self.coordinator.run(
+            r.group_id,
+            lambda shard, now: shard.consumer_group_heartbeat(r, now),
+            lambda e: m.ConsumerGroupHeartbeatResponse(error=e),
+        )
+        return conv.heartbeat_response_to_pb(response)
+
+    # -- classic -------------------------------------------------------------------------------
+
+    async def JoinGroup(
+        self, request: group_pb2.JoinGroupRequest, context: Context
+    ) -> group_pb2.JoinGroupResponse:
+        r = conv.join_group_request_from_pb(request, *_client(context))
+        response = await self.coordinator.run_parked(
+            r.group_id,
+            lambda shard, handle, now: shard.join_group(r, handle, now),
+            lambda e: m.JoinGroupResponse(error=e, member_id=r.member_id),
+        )
+        return conv.join_group_response_to_pb(response)
+
+    async def SyncGroup(
+        self, request: group_pb2.SyncGroupRequest, context: Context
+    ) -> group_pb2.SyncGroupResponse:
+        r = conv.sync_group_request_from_pb(request)
+        response = await self.coordinator.run_parked(
+            r.group_id,
+            lambda shard, handle, now: shard.sync_group(r, handle, now),
+            lambda e: m.SyncGroupResponse(error=e),
+        )
+        return conv.sync_group_response_to_pb(response)
+
+    async def Heartbeat(
+        self, request: group_pb2.HeartbeatRequest, context: Context
+    ) -> group_pb2.HeartbeatResponse:
+        r = conv.heartbeat_classic_request_from_pb(request)
+        response = await self.coordinator.run(
+            r.group_id,
+            lambda shard, now: shard.heartbeat(r, now),
+            lambda e: m.HeartbeatResponse(error=e),
+        )
+        return conv.heartbeat_classic_response_to_pb(response)
+
+    async def LeaveGroup(
+        self, request: group_pb2.LeaveGroupRequest, context: Context
+    ) -> group_pb2.LeaveGroupResponse:
+        r = conv.leave_group_request_from_pb(request)
+        response = await self.coordinator.run(
+            r.group_id,
+            lambda shard, now: shard.leave_group(r, now),
+            lambda e: m.LeaveGroupResponse(error=e),
+        )
+        return conv.leave_group_response_to_pb(response)
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    async def OffsetCommit(
+        self, request: group_pb2.OffsetCommitRequest, context: Context
+    ) -> group_pb2.OffsetCommitResponse:
+        r = conv.offset_commit_request_from_pb(request)
+        response = await self.coordinator.run(
+            r.group_id,
+            lambda shard, now: shard.commit_offsets(r, now),
+            lambda e: _commit_error(r, e),
+        )
+        return conv.offset_commit_response_to_pb(response)
+
+    async def OffsetFetch(
+        self, request: group_pb2.OffsetFetchRequest, context: Context
+    ) -> group_pb2.OffsetFetchResponse:
+        responses = []
+        for group in request.groups:
+            r = conv.offset_fetch_request_from_pb(group)
+            responses.append(
+                await self.coordinator.run(
+                    r.group_id,
+                    lambda shard, now, r=r: shard.fetch_offsets(r),  # type: ignore[misc]
+                    lambda e, r=r: m.OffsetFetchResponse(r.group_id, error=e),  # type: ignore[misc]
+                )
+            )
+        return conv.offset_fetch_response_to_pb(responses)
+
+    async def OffsetDelete(
+        self, request: group_pb2.OffsetDeleteRequest, context: Context
+    ) -> group_pb2.OffsetDeleteResponse:
+        r = conv.offset_delete_request_from_pb(request)
+        response = await self.coordinator.run(
+            r.group_id,
+            lambda shard, now: shard.delete_offsets(r),
+            lambda e: m.OffsetDeleteResponse(error=e),
+        )
+        return conv.offset_delete_response_to_pb(response)
+
+    # -- groups --------------------------------------------------------------------------------
+
+    async def ListGroups(
+        self, request: group_pb2.ListGroupsRequest, context: Context
+    ) -> group_pb2.ListGroupsResponse:
+        states, types = list(request.states_filter), list(request.types_filter)
+        answers = await self.coordinator.run_on_all(
+            lambda shard, now: shard.list_groups(states, types)
+        )
+        return conv.list_groups_response(g for a in answers for g in a.groups)
+
+    async def _per_group(
+        self,
+        group_ids: Sequence[str],
+        operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]],
+        on_error: Callable[[str, KafkaError], R],
+    ) -> list[R]:
+        """A request naming several groups: each is run on its own shard."""
+        out: list[R] = []
+        for g in group_ids:
+            answer: list[R] = await self.coordinator.run(
+                g, _bind(operation, g), _bind_error(on_error, g)
+            )
+            out.extend(answer)
+        return out
+
+    async def DescribeGroups(
+        self, request: group_pb2.DescribeGroupsRequest, context: Context
+    ) -> group_pb2.DescribeGroupsResponse:
+        described = await self._per_group(
+            list(request.groups),
+            lambda shard, g: shard.describe_groups([g]),
+            lambda g, e: m.DescribedGroup(g, "", error=e),
+        )
+        return conv.describe_groups_response(described)
+
+    async def ConsumerGroupDescribe(
+        self, request: group_pb2.ConsumerGroupDescribeRequest, context: Context
+    ) -> group_pb2.ConsumerGroupDescribeResponse:
+        described = await self._per_group(
+            list(request.group_ids),
+            lambda shard, g: shard.consumer_group_describe([g]),
+            lambda g, e: m.ConsumerGroupDescribeResult(g, e),
+        )
+        return conv.consumer_group_describe_response(described)
+
+    async def DeleteGroups(
+        self, request: group_pb2.DeleteGroupsRequest, context: Context
+    ) -> group_pb2.DeleteGroupsResponse:
+        results = await self._per_group(
+            list(request.groups_names),
+            lambda shard, g: shard.delete_groups([g]),
+            lambda g, e: m.DeletableGroupResult(g, e),
+        )
+        return conv.delete_groups_response(results)
+
+
+def _commit_error(request: m.OffsetCommitRequest, error: KafkaError) -> m.OffsetCommitResponse:
+    return m.OffsetCommitResponse(
+        tuple(
+            m.TopicPartitionErrors(
+                t.name, tuple(m.PartitionError(p.partition_index, error) for p in t.partitions)
+            )
+            for t in request.topics
+        )
+    )
+
+
+def _bind(
+    operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]], group_id: str
+) -> Callable[[GroupCoordinatorShard, int], CoordinatorResult[list[R]]]:
+    return lambda shard, now: operation(shard, group_id)
+
+
+def _bind_error(
+    on_error: Callable[[str, KafkaError], R], group_id: str
+) -> Callable[[KafkaError], list[R]]:
+    return lambda e: [on_error(group_id, e)]
