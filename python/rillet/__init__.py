@@ -33,10 +33,15 @@ from rillet.client.admin import (
     NewPartitions,
     NewTopic,
 )
-from rillet.client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
+from rillet.client.consumer import (
+    Consumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+)
 from rillet.client.futures import FutureRecordMetadata, RecordMetadata
 from rillet.client.producer import Producer
-from rillet.types import TopicPartition
+from rillet.types import OffsetAndMetadata, TopicPartition
 
 KafkaProducer = Producer
 KafkaConsumer = Consumer
@@ -48,6 +53,7 @@ __all__ = [
     "ConfigResource",
     "ConfigResourceType",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "FetchDataInfo",
     "FileRegion",
@@ -60,6 +66,7 @@ __all__ = [
     "LogConfig",
     "NewPartitions",
     "NewTopic",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "Producer",
     "Record",
