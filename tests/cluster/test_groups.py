@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -37,6 +38,16 @@ GROUP_SETTINGS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_member_outlives_its_test() -> Iterator[None]:
+    yield
+    while MemberProcess.RUNNING:
+        proc = MemberProcess.RUNNING.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("groups"), voters=3)
@@ -50,6 +61,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 class MemberProcess:
+    """Every one started is killed when the test ends (``RUNNING``), pass or fail."""
+
+    RUNNING: ClassVar[list[subprocess.Popen[bytes]]] = []
+
     def __init__(
         self, cluster: Cluster, root: Path, name: str, topic: str, group: str = "g"
     ) -> None:
@@ -61,6 +76,7 @@ class MemberProcess:
             cwd=Path(__file__).resolve().parents[2],
         )  # fmt: skip
         self.killed_at: int | None = None
+        MemberProcess.RUNNING.append(self.proc)
 
     def entries(self) -> list[dict[str, object]]:
         if not self.log.exists():

@@ -103,6 +103,7 @@ class GroupCoordinator:
         self._parked: dict[Hashable, asyncio.Future[Any]] = {}
         self._creating: asyncio.Task[None] | None = None
         self._rng = random.Random()
+        self._warned_at = -(10**9)  # when too few brokers for __consumer_offsets was last said
         self._closed = False
 
     @property
@@ -211,6 +212,10 @@ class GroupCoordinator:
     async def _create(self) -> None:
         live = sum(1 for b in self.image.brokers.values() if not b.fenced)
         if live < self.replication_factor:
+            now = self.clock()
+            if now < self._warned_at + 10_000:
+                return
+            self._warned_at = now
             _log.warning(
                 "%s needs %d live brokers (offsets.topic.replication.factor) and there are "
                 "%d: groups wait until enough brokers are up",
