@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rillet.coordinator.group import (
@@ -78,6 +78,7 @@ def with_targets(spec: GroupSpec, result: Result) -> GroupSpec:
     )
 
 
+@settings(deadline=None)
 @given(groups())
 def test_both_assignors_give_every_subscribed_partition_to_exactly_one_subscriber(
     spec: GroupSpec,
@@ -86,6 +87,7 @@ def test_both_assignors_give_every_subscribed_partition_to_exactly_one_subscribe
     check_complete_and_valid(spec, range_assign(spec))
 
 
+@settings(deadline=None)
 @given(groups(homogeneous=True))
 def test_uniform_sizes_differ_by_at_most_one_when_subscriptions_are_the_same(
     spec: GroupSpec,
@@ -94,6 +96,7 @@ def test_uniform_sizes_differ_by_at_most_one_when_subscriptions_are_the_same(
     assert max(counts) - min(counts) <= 1
 
 
+@settings(deadline=None)
 @given(groups(homogeneous=False))
 def test_uniform_leaves_no_member_two_short_of_another_on_a_topic_both_take(
     spec: GroupSpec,
@@ -106,6 +109,7 @@ def test_uniform_leaves_no_member_two_short_of_another_on_a_topic_both_take(
                 assert count[other] >= count[owner] - 1
 
 
+@settings(deadline=None)
 @given(groups(homogeneous=True), st.text("ghij", min_size=1, max_size=3))
 def test_uniform_moves_only_toward_a_joining_member(spec: GroupSpec, newcomer: str) -> None:
     before = uniform_assign(spec)
@@ -122,6 +126,7 @@ def test_uniform_moves_only_toward_a_joining_member(spec: GroupSpec, newcomer: s
     assert max(counts) - min(counts) <= 1
 
 
+@settings(deadline=None)
 @given(groups(homogeneous=True), st.data())
 def test_uniform_moves_only_a_leaving_members_partitions(
     spec: GroupSpec, data: st.DataObject
@@ -140,12 +145,14 @@ def test_uniform_moves_only_a_leaving_members_partitions(
             assert partitions <= assignment.get(t, frozenset())  # nobody else loses
 
 
+@settings(deadline=None)
 @given(groups())
 def test_uniform_is_stable_once_balanced(spec: GroupSpec) -> None:
     first = uniform_assign(spec)
     assert uniform_assign(with_targets(spec, first)) == first
 
 
+@settings(deadline=None)
 @given(groups())
 def test_assignors_do_not_depend_on_the_order_members_are_listed(spec: GroupSpec) -> None:
     reordered = GroupSpec(dict(reversed(list(spec.members.items()))), spec.partitions_per_topic)
@@ -153,6 +160,7 @@ def test_assignors_do_not_depend_on_the_order_members_are_listed(spec: GroupSpec
     assert range_assign(reordered) == range_assign(spec)
 
 
+@settings(deadline=None)
 @given(st.integers(1, 6), st.integers(1, 20), st.integers(1, 3))
 def test_range_co_partitions_topics_of_the_same_size(
     members: int, partitions: int, topics: int
@@ -206,6 +214,7 @@ def test_partition_for_is_kafkas_abs_of_the_hashcode_modulo_the_partitions() -> 
     assert partition_for("polygenelubricants", 7) == 0
 
 
+@settings(deadline=None)
 @given(st.text(), st.integers(1, 200))
 def test_partition_for_is_a_valid_partition(group_id: str, n: int) -> None:
     assert 0 <= partition_for(group_id, n) < n

@@ -12,7 +12,7 @@ from typing import Any
 
 import kafka_schemas
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rillet.coordinator.group import (
@@ -190,11 +190,13 @@ def kafka_fields(theirs: Any, ours: Any) -> Any:
     return _scalar(theirs)
 
 
+@settings(deadline=None)
 @given(RECORDS)
 def test_every_record_reads_back_as_written(record: r.CoordinatorRecord) -> None:
     assert r.decode_record(record.key_bytes(), record.value_bytes()) == record
 
 
+@settings(deadline=None)
 @given(RECORDS)
 def test_kafka_reads_the_same_fields_from_rillets_bytes_and_writes_the_same_bytes(
     record: r.CoordinatorRecord,
@@ -313,6 +315,7 @@ def test_corrupt_records_are_refused(key: bytes, value: bytes | None) -> None:
         r.decode_record(key, value)
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=64), st.none() | st.binary(max_size=64))
 def test_arbitrary_bytes_decode_or_are_refused_as_corrupt(key: bytes, value: bytes | None) -> None:
     with contextlib.suppress(CorruptRecordError):
@@ -322,6 +325,7 @@ def test_arbitrary_bytes_decode_or_are_refused_as_corrupt(key: bytes, value: byt
 # -- the embedded consumer protocol of classic groups ---------------------------------------
 
 
+@settings(deadline=None)
 @given(
     st.lists(names, max_size=4).map(tuple),
     st.none() | st.binary(max_size=8),
@@ -352,6 +356,7 @@ def test_subscriptions_are_kafka_clients_bytes(
         assert back.rack_id == rack
 
 
+@settings(deadline=None)
 @given(
     st.dictionaries(names, st.lists(st.integers(0, 100), max_size=3).map(tuple), max_size=3),
     st.none() | st.binary(max_size=8),

@@ -23,12 +23,14 @@ sync phases, and their timers, are in :mod:`~rillet.coordinator.group.classic_re
 Static members (``group_instance_id``) rejoining with an unknown member id take over their
 old member id's place (the old one gets FENCED_INSTANCE_ID); in a Stable group whose
 protocol does not change this needs no rebalance, only a persisted GroupMetadata record.
-JoinGroup answers use the pre-v9 form (no ``skip_assignment``).
+A static leader returning that way is told it leads with ``skip_assignment`` (KIP-814,
+JoinGroup v9+); older clients get the pre-v9 answer naming the old leader id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import replace
 
 from rillet.coordinator.group.classic_group import (
     ClassicGroup,
@@ -227,6 +229,7 @@ class ClassicGroupProtocol:
             if member.matches(request.protocols):
                 # It missed its JoinGroup answer: the current generation again.
                 op.complete(handle, self.rebalance.join_response(group, member, with_members=True))
+                self._alive(group, member, now_ms)
             else:
                 self._update_member(op, group, member, request, handle, now_ms)
         elif group.is_in(S.STABLE):
@@ -235,11 +238,20 @@ class ClassicGroupProtocol:
                 self._update_member(op, group, member, request, handle, now_ms)
             else:
                 op.complete(handle, self.rebalance.join_response(group, member, with_members=False))
+                self._alive(group, member, now_ms)
         else:
             op.complete(
                 handle,
                 JoinGroupResponse(error=UnknownMemberIdError(), member_id=member.member_id),
             )
+
+    def _alive(self, group: ClassicGroup, member: ClassicGroupMember, now_ms: int) -> None:
+        """A request answered at once is a sign of life too: the member's session restarts
+        (Kafka's Scala coordinator did so for SyncGroup; Kafka 4 only for Heartbeat and
+        OffsetCommit). A member can then trust any good answer to mean it still belongs."""
+        self.rebalance.reschedule_heartbeat(
+            group, member.member_id, member.session_timeout_ms, now_ms
+        )
 
     def _add_member(
         self,
@@ -326,13 +338,21 @@ class ClassicGroupProtocol:
                 # Same protocol: no rebalance, persist the new member id and answer.
                 op.append_persisted_snapshot(group_metadata_record(group))
                 group.persisted = True
-                response = JoinGroupResponse(
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader=current_leader or "",
-                    member_id=new_member_id,
-                )
+                if request.supports_skip_assignment:
+                    # KIP-814: a returning leader learns it leads, and keeps the assignment.
+                    leads = group.is_leader(new_member_id)
+                    response = replace(
+                        self.rebalance.join_response(group, new, with_members=leads),
+                        skip_assignment=leads,
+                    )
+                else:
+                    response = JoinGroupResponse(
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader=current_leader or "",
+                        member_id=new_member_id,
+                    )
                 op.complete(group.take_join(new), response)
             else:
                 self.rebalance.maybe_prepare_rebalance_or_complete_join(op, group, now_ms)
@@ -372,6 +392,7 @@ class ClassicGroupProtocol:
                     assignment=member.assignment,
                 ),
             )
+            self._alive(group, member, now_ms)
             return
         # CompletingRebalance: wait for the leader's assignment.
         if member.awaiting_sync is not None:

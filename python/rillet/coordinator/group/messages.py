@@ -114,7 +114,8 @@ class ConsumerGroupHeartbeatResponse:
 @dataclass(frozen=True)
 class JoinGroupRequest:
     """``require_known_member_id``: the client speaks JoinGroup v4+ (Kafka >= 2.2), so a
-    first join without a member id gets MEMBER_ID_REQUIRED and an id to rejoin with."""
+    first join without a member id gets MEMBER_ID_REQUIRED and an id to rejoin with.
+    ``supports_skip_assignment``: JoinGroup v9+ (KIP-814), see JoinGroupResponse."""
 
     group_id: str
     session_timeout_ms: int
@@ -127,6 +128,7 @@ class JoinGroupRequest:
     client_host: str = ""
     reason: str | None = None
     require_known_member_id: bool = True
+    supports_skip_assignment: bool = True
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,9 @@ class JoinGroupResponseMember:
 
 @dataclass(frozen=True)
 class JoinGroupResponse:
-    """The leader alone gets ``members`` (with their metadata for the chosen protocol)."""
+    """The leader alone gets ``members`` (with their metadata for the chosen protocol).
+    ``skip_assignment`` (KIP-814): a static leader that took its old place back without a
+    rebalance is told it leads, but must not send a new assignment."""
 
     error: KafkaError | None = None
     generation_id: int = -1
@@ -147,6 +151,7 @@ class JoinGroupResponse:
     leader: str = ""
     member_id: str = ""
     members: tuple[JoinGroupResponseMember, ...] = ()
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True)

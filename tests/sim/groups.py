@@ -1,0 +1,891 @@
+"""A seeded simulation of the group coordinator: KIP-848 members and classic members of two
+groups on one ``GroupCoordinatorShard``, over a lossy network, with a virtual clock.
+
+Everything nondeterministic comes from one seed: delays and losses of requests and responses,
+members that die (stop heartbeating), leave, restart (static members come back with their
+instance id), stall (their messages held for seconds, then delivered in a burst), topics
+gaining partitions, and the coordinator moving or crashing: its shard is thrown away (parked
+requests and the responses of uncommitted records answered NOT_COORDINATOR on a move, lost
+on a crash) and a new one loads by replaying the records committed so far. The driver
+honours the shard's contract: it appends an operation's records and sends its response and
+completions once those and all earlier records are committed.
+
+Clients behave as Kafka's: one heartbeat in flight, a full heartbeat after any failure, a
+revocation acknowledged at once, offsets committed from what they own (on revocation too),
+fetched before a new partition is consumed, and a member that heard no good answer for a
+session timeout gives its partitions up (the coordinator can only have fenced it later).
+
+Invariants after every event (:class:`GroupInvariants`): no partition owned by two live
+members of a group (by the members' own views); a KIP-848 member owns only what the
+coordinator counts as its (assigned or pending revocation); the epochs a member is told, and
+the generations it syncs, never go back; committed offsets never go back; and whenever
+nothing is uncommitted, a shard rebuilt from the committed records matches the live one.
+After the faults stop, every subscribed partition must be owned by exactly one live member
+and both groups be Stable (liveness).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from rillet.coordinator import group as g
+from rillet.coordinator.group.consumer_group import ConsumerGroup
+from rillet.coordinator.group.records import OffsetCommitKey, OffsetCommitValue
+from rillet.errors import KafkaError, NotCoordinatorError
+
+CONSUMER_GROUP, CLASSIC_GROUP = "orders", "billing"
+TOPIC_IDS = {"foo": uuid.UUID(int=0xF00), "bar": uuid.UUID(int=0xBA2)}
+NAMES = {v: k for k, v in TOPIC_IDS.items()}
+TP = tuple[str, int]
+Delivery = tuple[str, int, Any]  # client name, request id, response
+
+
+class InvariantViolation(AssertionError):
+    """A safety or liveness property failed."""
+
+
+@dataclass(frozen=True)
+class GroupSimOptions:
+    consumers: int = 3
+    classics: int = 2
+    static_rate: float = 0.4
+    foo_partitions: int = 6
+    bar_partitions: int = 3
+    session_ms: int = 2_000
+    heartbeat_ms: int = 250
+    rebalance_ms: int = 3_000  # >= the session: a silent member is fenced by then anyway
+    request_timeout_ms: int = 800
+    max_delay_ms: int = 30
+    drop_rate: float = 0.02
+    append_ms: tuple[int, int] = (1, 15)
+    fault_interval_ms: int = 1_500
+    fault_phase_ms: int = 15_000
+    liveness_ms: int = 40_000
+
+    @classmethod
+    def for_seed(cls, seed: int) -> GroupSimOptions:
+        r = random.Random(seed * 7717 + 3)
+        return cls(
+            consumers=r.randint(2, 4),
+            classics=r.randint(1, 3),
+            static_rate=r.choice([0.0, 0.4, 1.0]),
+            foo_partitions=r.randint(3, 8),
+            bar_partitions=r.randint(1, 4),
+            max_delay_ms=r.choice([5, 30, 120]),
+            drop_rate=r.choice([0.0, 0.02, 0.1]),
+            append_ms=r.choice([(1, 5), (1, 40)]),
+            fault_interval_ms=r.choice([600, 1_500, 3_000]),
+        )
+
+    def coordinator_config(self) -> g.GroupCoordinatorConfig:
+        return g.GroupCoordinatorConfig(
+            offsets_topic_num_partitions=1,
+            consumer_group_session_timeout_ms=self.session_ms,
+            consumer_group_heartbeat_interval_ms=self.heartbeat_ms,
+            classic_group_initial_rebalance_delay_ms=300,
+            classic_group_min_session_timeout_ms=500,
+        )
+
+
+class _Event(NamedTuple):
+    time: int
+    seq: int
+    kind: str
+    data: Any = None
+
+
+class Coordinator:
+    """The broker leading the partition: the shard while up, the committed records, and
+    operations whose records are not committed yet (with what to send once they are)."""
+
+    def __init__(self) -> None:
+        self.shard: g.GroupCoordinatorShard | None = None
+        self.incarnation = 0
+        self.committed: list[tuple[bytes, bytes | None]] = []
+        self.pending: deque[tuple[tuple[g.CoordinatorRecord, ...], list[Delivery]]] = deque()
+        self.ready_at = 0
+        self.tick_at: int | None = None
+
+
+class Client:
+    """One member process: its requests in flight, the partitions it owns with its positions,
+    and when it sent the last request that got a good answer."""
+
+    def __init__(self, sim: GroupSimulation, name: str, group: str, instance_id: str | None):
+        self.sim, self.name, self.group, self.instance_id = sim, name, group, instance_id
+        self.base = name.split(".")[0]  # the member, across its process incarnations
+        self.alive = True
+        self.owned: set[TP] = set()
+        self.positions: dict[TP, int | None] = {}
+        self.inflight: dict[int, tuple[str, int]] = {}  # request id -> (kind, sent at)
+        self.last_good_sent = sim.now
+        self.next_heartbeat = self.next_commit = self.retry_at = sim.now
+        self.best_epoch = -1
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def on_response(self, kind: str, sent_at: int, response: Any) -> None:
+        raise NotImplementedError
+
+    def leave(self) -> None:
+        raise NotImplementedError
+
+    def send(self, kind: str, request: Any) -> None:
+        self.inflight[self.sim.send(self, kind, request)] = (kind, self.sim.now)
+
+    def busy(self, kind: str) -> bool:
+        return any(k == kind for k, _ in self.inflight.values())
+
+    def expire_requests(self, parked_ms: int = 0) -> list[str]:
+        """Gives up on requests unanswered for the request timeout (JoinGroup and SyncGroup
+        may wait ``parked_ms`` more); a late answer is ignored."""
+        timeout, now = self.sim.options.request_timeout_ms, self.sim.now
+
+        def late(kind: str, at: int) -> bool:
+            return now - at >= timeout + (parked_ms if kind in ("join", "sync") else 0)
+
+        expired = [r for r, (kind, at) in self.inflight.items() if late(kind, at)]
+        return [self.inflight.pop(r)[0] for r in expired]
+
+    def take(self, partitions: set[TP]) -> None:
+        """New partitions: consumed once their committed offsets are fetched."""
+        for tp in partitions - self.owned:
+            self.positions[tp] = None
+        self.owned |= partitions
+
+    def drop(self, partitions: set[TP], why: str) -> None:
+        if partitions & self.owned:
+            self.sim.log(f"{self.name} gives up {sorted(partitions & self.owned)} ({why})")
+        self.owned -= partitions
+        for tp in partitions:
+            self.positions.pop(tp, None)
+
+    def commit(self, partitions: set[TP], generation: int, member_id: str) -> None:
+        known = {tp: self.positions[tp] for tp in sorted(partitions) if self.positions.get(tp)}
+        if not known or not member_id:
+            return
+        topics = tuple(
+            g.OffsetCommitRequestTopic(
+                t,
+                tuple(
+                    g.OffsetCommitRequestPartition(p, o or 0)
+                    for (tt, p), o in known.items()
+                    if tt == t
+                ),
+            )
+            for t in sorted({t for t, _ in known})
+        )
+        request = g.OffsetCommitRequest(self.group, topics, generation, member_id)
+        self.send("commit", request)
+
+    def consume(self) -> None:
+        """Fetches committed offsets of new partitions (again if an answer was lost), and
+        moves through the partitions it can read."""
+        missing = sorted(tp for tp, position in self.positions.items() if position is None)
+        if missing and not self.busy("fetch"):
+            topics = tuple(
+                g.TopicPartitionIndexes(t, tuple(p for tt, p in missing if tt == t))
+                for t in sorted({t for t, _ in missing})
+            )
+            self.send("fetch", g.OffsetFetchRequest(self.group, topics))
+        for tp, position in self.positions.items():
+            if position is not None:
+                self.positions[tp] = position + self.sim.rng.randint(0, 3)
+
+    def on_fetch(self, response: g.OffsetFetchResponse) -> None:
+        for t in response.topics if response.error is None else ():
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                if tp in self.owned and self.positions.get(tp) is None:
+                    self.positions[tp] = max(p.committed_offset, 1)
+
+    def self_fence_due(self) -> bool:
+        session = self.sim.options.session_ms - 5  # a margin: the coordinator fences later
+        return bool(self.owned) and self.sim.now - self.last_good_sent >= session
+
+
+class ConsumerMember(Client):
+    """A KIP-848 consumer, as the coordinator sees Kafka 4's."""
+
+    def __init__(self, sim: GroupSimulation, name: str, instance_id: str | None, topics: Any):
+        super().__init__(sim, name, CONSUMER_GROUP, instance_id)
+        self.topics: tuple[str, ...] = topics
+        self.epoch = 0
+        self.full = True
+
+    def tick(self) -> None:
+        if "heartbeat" in self.expire_requests():
+            self.full = True
+        if self.self_fence_due():
+            self.drop(set(self.owned), "no good answer for a session")
+            self.epoch = 0
+        self.consume()
+        now = self.sim.now
+        if not self.busy("heartbeat") and now >= max(self.next_heartbeat, self.retry_at):
+            self.send("heartbeat", self.heartbeat_request())
+        if self.epoch > 0 and now >= self.next_commit and not self.busy("commit"):
+            self.next_commit = now + 1_000
+            self.commit(set(self.owned), self.epoch, self.name)
+
+    def heartbeat_request(self) -> g.ConsumerGroupHeartbeatRequest:
+        owned = tuple(
+            g.OwnedTopicPartitions(
+                TOPIC_IDS[t], tuple(sorted(p for tt, p in self.owned if tt == t))
+            )
+            for t in sorted({t for t, _ in self.owned})
+        )
+        full = self.epoch == 0 or self.full
+        return g.ConsumerGroupHeartbeatRequest(
+            self.group,
+            member_id=self.name,
+            member_epoch=self.epoch,
+            instance_id=self.instance_id,
+            rebalance_timeout_ms=self.sim.options.rebalance_ms if full else -1,
+            subscribed_topic_names=self.topics if full else None,
+            topic_partitions=owned,
+            client_id=self.name,
+        )
+
+    def on_response(self, kind: str, sent_at: int, response: Any) -> None:
+        if kind == "fetch":
+            self.on_fetch(response)
+        if kind != "heartbeat":
+            return
+        now = self.sim.now
+        if response.error is None:
+            self.sim.invariants.on_epoch(self, response.member_epoch)
+            self.epoch, self.full, self.last_good_sent = response.member_epoch, False, sent_at
+            self.next_heartbeat = now + response.heartbeat_interval_ms
+            if response.assignment is not None:
+                new = {(NAMES[a.topic_id], p) for a in response.assignment for p in a.partitions}
+                revoked, added = self.owned - new, new - self.owned
+                self.commit(revoked, self.epoch, self.name)
+                self.drop(revoked, "revoked")
+                self.take(added)
+                if revoked or added:
+                    self.next_heartbeat = now  # acknowledge at once
+            return
+        name = response.error.name
+        if name in ("FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"):
+            self.drop(set(self.owned), name)
+            self.epoch = 0
+        elif name == "FENCED_INSTANCE_ID":
+            self.sim.kill(self, "fenced by another incarnation")
+        else:
+            self.full = True
+            self.retry_at = now + (500 if name == "UNRELEASED_INSTANCE_ID" else 100)
+
+    def leave(self) -> None:
+        """A clean shutdown: commit, give everything up, leave (-2, for a while, if static)."""
+        self.commit(set(self.owned), self.epoch, self.name)
+        self.drop(set(self.owned), "leaving")
+        if self.epoch > 0:
+            epoch = -2 if self.instance_id is not None else -1
+            self.send("heartbeat", replace(self.heartbeat_request(), member_epoch=epoch))
+
+
+class ClassicMember(Client):
+    """A classic consumer with the eager protocol (everything revoked before it rejoins);
+    the leader assigns contiguous ranges of both topics, and rejoins when they grow."""
+
+    def __init__(self, sim: GroupSimulation, name: str, instance_id: str | None):
+        super().__init__(sim, name, CLASSIC_GROUP, instance_id)
+        self.member_id = ""
+        self.generation = -1
+        self.state = "idle"  # -> joining -> syncing -> stable
+        self.leader = False
+        self.assigned_with: dict[str, int] | None = None  # counts of its computed assignment
+
+    def join_request(self) -> g.JoinGroupRequest:
+        metadata = g.encode_subscription(g.ConsumerProtocolSubscription(("foo", "bar")))
+        opts = self.sim.options
+        return g.JoinGroupRequest(
+            self.group,
+            opts.session_ms,
+            opts.rebalance_ms,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+            protocols=(g.JoinGroupProtocol("range", metadata),),
+            client_id=self.name,
+        )
+
+    def rejoin(self, why: str, commit: bool = True) -> None:
+        if commit:
+            self.commit(set(self.owned), self.generation, self.member_id)
+        self.drop(set(self.owned), why)
+        self.state = "idle"
+
+    def tick(self) -> None:
+        if {"join", "sync"} & set(self.expire_requests(self.sim.options.rebalance_ms)):
+            self.state = "idle"
+        if self.self_fence_due():
+            self.rejoin("no good answer for a session", commit=False)
+        self.consume()
+        now = self.sim.now
+        if self.state == "idle" and now >= self.retry_at and not self.busy("join"):
+            self.state = "joining"
+            self.send("join", self.join_request())
+        if self.state != "stable":
+            return
+        if self.leader and self.sim.classic_counts != self.sim.partition_counts:
+            self.rejoin("the leader saw new partitions")
+            return
+        if not self.busy("heartbeat") and now >= self.next_heartbeat:
+            self.next_heartbeat = now + self.sim.options.heartbeat_ms
+            request = g.HeartbeatRequest(
+                self.group, self.generation, self.member_id, self.instance_id
+            )
+            self.send("heartbeat", request)
+        if now >= self.next_commit and not self.busy("commit"):
+            self.next_commit = now + 1_000
+            self.commit(set(self.owned), self.generation, self.member_id)
+
+    def on_response(self, kind: str, sent_at: int, response: Any) -> None:
+        if kind == "commit":
+            return
+        error: KafkaError | None = response.error
+        name = None if error is None else error.name
+        if kind == "fetch":
+            self.on_fetch(response)
+        elif name == "MEMBER_ID_REQUIRED":
+            self.member_id, self.state = response.member_id, "idle"  # rejoin with it
+        elif name is not None and (kind != "heartbeat" or self.state == "stable"):
+            self.on_error(name)
+        elif kind == "join" and name is None:
+            self.on_joined(response, sent_at)
+        elif kind == "sync" and name is None and self.state == "syncing":
+            # An assignment is persisted before anyone gets it: synced generations only grow.
+            self.sim.invariants.on_epoch(self, self.generation)
+            if self.assigned_with is not None:
+                self.sim.classic_counts = self.assigned_with
+            self.state, self.last_good_sent = "stable", sent_at
+            assignment = g.decode_assignment(response.assignment).assigned_partitions
+            self.take({(t, p) for t, ps in assignment.items() for p in ps})
+        elif kind == "heartbeat" and name is None and self.state == "stable":
+            self.last_good_sent = sent_at
+
+    def on_joined(self, response: g.JoinGroupResponse, sent_at: int) -> None:
+        self.member_id, self.generation = response.member_id, response.generation_id
+        self.leader = response.leader == self.member_id
+        self.last_good_sent = sent_at  # a JoinGroup answer restarts the session too
+        self.assigned_with = None
+        assignments: dict[str, bytes] = {}
+        if self.leader and not response.skip_assignment:
+            assignments = self.sim.assign_ranges(response.members)
+            self.assigned_with = dict(self.sim.partition_counts)
+        self.state = "syncing"
+        sync = g.SyncGroupRequest(
+            self.group, self.generation, self.member_id, self.instance_id, assignments=assignments
+        )
+        self.send("sync", sync)
+
+    def on_error(self, name: str) -> None:
+        if name == "FENCED_INSTANCE_ID":
+            self.sim.kill(self, "fenced by another incarnation")
+        elif name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
+            self.drop(set(self.owned), name)
+            self.member_id = "" if name == "UNKNOWN_MEMBER_ID" else self.member_id
+            self.state = "idle"
+        elif name == "REBALANCE_IN_PROGRESS":
+            self.rejoin("rebalance in progress")
+        elif self.state in ("joining", "syncing"):
+            self.state = "idle"
+        self.retry_at = self.sim.now + 100
+
+    def leave(self) -> None:
+        self.commit(set(self.owned), self.generation, self.member_id)
+        self.drop(set(self.owned), "leaving")
+        if self.member_id and self.instance_id is None:
+            request = g.LeaveGroupRequest(self.group, (g.MemberIdentity(self.member_id),))
+            self.send("leave", request)
+
+
+class GroupInvariants:
+    """The safety properties of the module doc, checked after every event."""
+
+    def __init__(self, sim: GroupSimulation) -> None:
+        self.sim = sim
+        self.offsets: dict[tuple[str, str, int], int] = {}
+
+    def fail(self, message: str) -> None:
+        raise InvariantViolation(f"t={self.sim.now}ms: {message}")
+
+    def on_epoch(self, member: Client, epoch: int) -> None:
+        if epoch < member.best_epoch:
+            self.fail(f"{member.name} was told epoch {epoch} after {member.best_epoch}")
+        member.best_epoch = epoch
+
+    def on_committed(self, records: tuple[g.CoordinatorRecord, ...]) -> None:
+        for record in records:
+            if not isinstance(record.key, OffsetCommitKey):
+                continue
+            key = (record.key.group, record.key.topic, record.key.partition)
+            if not isinstance(record.value, OffsetCommitValue):
+                self.offsets.pop(key, None)  # a tombstone: deleted, may start over
+                continue
+            before = self.offsets.get(key, -1)
+            if record.value.offset < before:
+                self.fail(f"committed offset of {key} went back {before} -> {record.value.offset}")
+            self.offsets[key] = record.value.offset
+
+    def check(self) -> None:
+        for group in (CONSUMER_GROUP, CLASSIC_GROUP):
+            owner: dict[TP, str] = {}
+            for c in self.sim.clients:
+                for tp in c.owned if c.alive and c.group == group else ():
+                    if tp in owner:
+                        self.fail(f"{tp} owned by {owner[tp]} and {c.name} in {group}")
+                    owner[tp] = c.name
+        shard = self.sim.coordinator.shard
+        group_state = None if shard is None else shard.state.consumer_group(CONSUMER_GROUP)
+        for c in self.sim.clients:
+            if shard is None or not (isinstance(c, ConsumerMember) and c.alive and c.owned):
+                continue
+            member = None if group_state is None else group_state.members.get(c.name)
+            counted = set() if member is None else member.owned_partitions()
+            theirs = {(NAMES[t], p) for t, p in counted}
+            if not c.owned <= theirs:
+                extra = sorted(c.owned - theirs)
+                self.fail(f"{c.name} owns {extra} the coordinator does not count as its")
+
+
+class GroupSimulation:
+    """The world of one seed (see the module doc)."""
+
+    def __init__(
+        self,
+        seed: int,
+        options: GroupSimOptions | None = None,
+        trace: Callable[[str], None] | None = None,
+    ) -> None:
+        self.seed, self.options, self.trace = seed, options or GroupSimOptions.for_seed(seed), trace
+        self.rng = random.Random(seed)
+        self.now = self.events = 0
+        self._queue: list[_Event] = []
+        self._seq, self._rid, self.incarnations = itertools.count(), itertools.count(1), 0
+        self.history: deque[str] = deque(maxlen=300)
+        self.partition_counts = {
+            "foo": self.options.foo_partitions,
+            "bar": self.options.bar_partitions,
+        }
+        self.classic_counts = dict(self.partition_counts)  # what the persisted assignment used
+        self.coordinator = Coordinator()
+        self.replica = self._new_shard()  # never loaded: replays every committed record
+        self.invariants = GroupInvariants(self)
+        self.clients: list[Client] = []
+        self.channel_free: dict[tuple[str, str], int] = {}
+        self.faults, self.drop_rate = True, self.options.drop_rate
+        for i in range(self.options.consumers):
+            static = f"ci{i}" if self.rng.random() < self.options.static_rate else None
+            self.start(ConsumerMember(self, f"c{i}.0", static, ("foo", "bar")[: 2 - i % 2]))
+        for i in range(self.options.classics):
+            static = f"ki{i}" if self.rng.random() < self.options.static_rate else None
+            self.start(ClassicMember(self, f"k{i}.0", static))
+        self.load_coordinator()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _new_shard(self) -> g.GroupCoordinatorShard:
+        config, rng = self.options.coordinator_config(), random.Random(self.rng.getrandbits(64))
+        return g.GroupCoordinatorShard(0, config, rng=rng, topics=self.topics())
+
+    def topics(self) -> dict[str, g.TopicInfo]:
+        return {t: g.TopicInfo(TOPIC_IDS[t], n) for t, n in self.partition_counts.items()}
+
+    def log(self, text: str) -> None:
+        line = f"{self.now:>7} {text}"
+        self.history.append(line)
+        if self.trace is not None:
+            self.trace(line)
+
+    def push(self, time: int, kind: str, data: Any = None) -> None:
+        heapq.heappush(self._queue, _Event(max(time, self.now), next(self._seq), kind, data))
+
+    def _arrival(self, a: str, b: str) -> int | None:
+        """When a message from a to b arrives (FIFO per direction), None if it is lost."""
+        if self.rng.random() < self.drop_rate:
+            return None
+        at = self.now + self.rng.randint(1, self.options.max_delay_ms)
+        at = self.channel_free[(a, b)] = max(at, self.channel_free.get((a, b), 0))
+        return at
+
+    def send(self, client: Client, kind: str, request: Any) -> int:
+        rid = next(self._rid)
+        at = self._arrival(client.name, "coordinator")
+        if at is not None:
+            self.push(at, "request", (client, rid, kind, request))
+        return rid
+
+    def respond(self, name: str, rid: int, response: Any) -> None:
+        at = self._arrival("coordinator", name)
+        if at is not None:
+            self.push(at, "response", (self.client(name), rid, response))
+
+    def client(self, name: str) -> Client:
+        return next(c for c in self.clients if c.name == name)
+
+    # -- members ---------------------------------------------------------------------------
+
+    def start(self, client: Client) -> None:
+        self.clients.append(client)
+        self.push(self.now, "client", client)
+        static = f" (static {client.instance_id})" if client.instance_id else ""
+        self.log(f"start {client.name}{static}")
+
+    def kill(self, client: Client, why: str) -> None:
+        if client.alive:
+            client.alive = False
+            client.owned.clear()
+            self.log(f"{client.name} stops: {why}")
+
+    def restart(self, client: Client) -> None:
+        """A new process (a new member id; the same instance id if static)."""
+        self.kill(client, "restarted")
+        self.incarnations += 1
+        name = f"{client.base}.{self.incarnations}"
+        if isinstance(client, ConsumerMember):
+            self.start(ConsumerMember(self, name, client.instance_id, client.topics))
+        else:
+            self.start(ClassicMember(self, name, client.instance_id))
+
+    def assign_ranges(self, members: tuple[g.JoinGroupResponseMember, ...]) -> dict[str, bytes]:
+        """The classic leader's assignment: per topic, contiguous ranges in member order."""
+        subscribed = {m.member_id: g.decode_subscription(m.metadata).topics for m in members}
+        out: dict[str, dict[str, tuple[int, ...]]] = {m: {} for m in subscribed}
+        for topic, count in sorted(self.partition_counts.items()):
+            takers = sorted(m for m, ts in subscribed.items() if topic in ts)
+            start = 0
+            for i, m in enumerate(takers):
+                share = count // len(takers) + (1 if i < count % len(takers) else 0)
+                if share:
+                    out[m][topic] = tuple(range(start, start + share))
+                start += share
+        return {m: g.encode_assignment(g.ConsumerProtocolAssignment(a)) for m, a in out.items()}
+
+    # -- the coordinator and its driver ----------------------------------------------------
+
+    def load_coordinator(self) -> None:
+        co = self.coordinator
+        co.incarnation += 1
+        shard = self._new_shard()
+        for key, value in co.committed:
+            shard.replay(key, value)
+        shard.on_loaded(self.now)
+        co.shard, co.pending, co.ready_at, co.tick_at = shard, deque(), self.now, None
+        self.log(f"coordinator {co.incarnation} loads {len(co.committed)} records")
+        self.check_replica(shard)
+        self._schedule_tick()
+
+    def unload_coordinator(self, crash: bool, downtime_ms: int) -> None:
+        co = self.coordinator
+        if co.shard is None:
+            return
+        parked = [delivery(c) for c in co.shard.unload()]
+        lost = sum(len(records) for records, _ in co.pending)
+        if not crash:  # the broker lives on: it answers what it will never complete
+            for _, deliveries in co.pending:
+                parked += [(n, r, not_coordinator(resp)) for n, r, resp in deliveries]
+            for name, rid, response in parked:
+                self.respond(name, rid, response)
+        self.log(f"coordinator {'crashes' if crash else 'moves'}; {lost} records uncommitted")
+        co.shard, co.pending = None, deque()
+        self.push(self.now + downtime_ms, "load")
+
+    def _schedule_tick(self) -> None:
+        co = self.coordinator
+        deadline = None if co.shard is None else co.shard.next_deadline_ms()
+        if deadline is not None and (co.tick_at is None or deadline < co.tick_at):
+            co.tick_at = max(deadline, self.now)
+            self.push(co.tick_at, "tick", co.incarnation)
+
+    def _handle(self, client: Client, rid: int, kind: str, request: Any) -> None:
+        shard, now, handle = self.coordinator.shard, self.now, (client.name, rid)
+        if shard is None:
+            self.respond(client.name, rid, not_coordinator(EMPTY_RESPONSES[kind]))
+            return
+        if kind == "heartbeat" and isinstance(client, ConsumerMember):
+            result: Any = shard.consumer_group_heartbeat(request, now)
+        elif kind == "heartbeat":
+            result = shard.heartbeat(request, now)
+        elif kind == "join":
+            result = shard.join_group(request, handle, now)
+        elif kind == "sync":
+            result = shard.sync_group(request, handle, now)
+        elif kind == "leave":
+            result = shard.leave_group(request, now)
+        elif kind == "commit":
+            result = shard.commit_offsets(request, now)
+        else:
+            result = shard.fetch_offsets(request)
+        self._append(
+            result, [] if result.response is None else [(client.name, rid, result.response)]
+        )
+
+    def _append(self, result: g.CoordinatorResult[Any], deliveries: list[Delivery]) -> None:
+        """Appends the records (committed after a delay, in order) with what to send then."""
+        co = self.coordinator
+        deliveries += [delivery(c) for c in result.completions]
+        delay = self.rng.randint(*self.options.append_ms) if result.records else 0
+        co.ready_at = max(co.ready_at, self.now + delay)
+        co.pending.append((result.records, deliveries))
+        self.push(co.ready_at, "commit", co.incarnation)
+        self._schedule_tick()
+
+    def _commit_head(self, incarnation: int) -> None:
+        co = self.coordinator
+        if incarnation != co.incarnation or not co.pending:
+            return
+        records, deliveries = co.pending.popleft()
+        for record in records:
+            key, value = record.key_bytes(), record.value_bytes()
+            co.committed.append((key, value))
+            self.replica.replay(key, value)
+        self.invariants.on_committed(records)
+        for name, rid, response in deliveries:
+            self.respond(name, rid, response)
+        if not co.pending and co.shard is not None:
+            self.check_replica(co.shard)
+
+    def check_replica(self, live: g.GroupCoordinatorShard) -> None:
+        rebalancing = (
+            g.ClassicGroupState.PREPARING_REBALANCE,
+            g.ClassicGroupState.COMPLETING_REBALANCE,
+        )
+        skip = {
+            gid
+            for gid, gr in live.state.groups.items()
+            if getattr(gr, "state", None) in rebalancing
+        }
+        if state_view(live, skip) != state_view(self.replica, skip):
+            self.invariants.fail("the shard rebuilt from the committed records differs")
+
+    # -- the event loop and faults ---------------------------------------------------------
+
+    def run_until(self, time: int) -> None:
+        while self._queue and self._queue[0].time <= time:
+            event = heapq.heappop(self._queue)
+            self.now = event.time
+            self.events += 1
+            self._dispatch(event.kind, event.time, event.data)
+            self.invariants.check()
+        self.now = max(self.now, time)
+
+    def _dispatch(self, kind: str, time: int, data: Any) -> None:
+        co = self.coordinator
+        if kind == "client" and data.alive:
+            data.tick()
+            self.push(self.now + 50, "client", data)
+        elif kind == "request":
+            client, rid, rkind, request = data
+            self.log(f"{client.name} -> {rkind} {describe(request)}")
+            self._handle(client, rid, rkind, request)
+        elif kind == "response":
+            client, rid, response = data
+            sent = client.inflight.pop(rid, None)
+            if client.alive and sent is not None:
+                self.log(f"{client.name} <- {sent[0]} {describe(response)}")
+                client.on_response(sent[0], sent[1], response)
+        elif kind == "commit":
+            self._commit_head(data)
+        elif (
+            kind == "tick" and co.shard is not None and (data, time) == (co.incarnation, co.tick_at)
+        ):
+            co.tick_at = None
+            self._append(co.shard.tick(self.now), [])
+        elif kind == "load" and co.shard is None:
+            self.load_coordinator()
+        elif kind == "fault" and self.faults:
+            self._fault()
+            gap = int(self.rng.expovariate(1 / self.options.fault_interval_ms)) + 1
+            self.push(self.now + gap, "fault")
+        elif kind == "restart" and not any(c.alive for c in self.clients if c.base == data.base):
+            self.restart(data)  # one process per member: two would fence each other
+
+    def _fault(self) -> None:
+        live = [c for c in self.clients if c.alive]
+        kinds = ["die", "leave", "restart", "stall", "move", "crash", "partitions", "lossy"]
+        kind = self.rng.choice(kinds)
+        if kind in ("die", "leave", "restart") and live:
+            victim = self.rng.choice(live)
+            if kind == "leave":
+                victim.leave()
+            self.kill(victim, kind)
+            self.push(self.now + self.rng.randint(100, 4_000), "restart", victim)
+        elif kind == "stall" and live:
+            # A long pause (GC, a stuck network): its messages wait, both ways, and arrive in
+            # a burst; meanwhile it is fenced, and its partitions move on.
+            victim = self.rng.choice(live)
+            until = self.now + self.rng.randint(1_000, 5_000)
+            for channel in ((victim.name, "coordinator"), ("coordinator", victim.name)):
+                self.channel_free[channel] = max(self.channel_free.get(channel, 0), until)
+            self.log(f"{victim.name} stalls until {until}")
+        elif kind in ("move", "crash"):
+            self.unload_coordinator(kind == "crash", self.rng.randint(0, 1_500))
+        elif kind == "partitions" and self.partition_counts["foo"] < 12:
+            self.partition_counts["foo"] += 1
+            self.log(f"foo grows to {self.partition_counts['foo']} partitions")
+            if self.coordinator.shard is not None:
+                self.coordinator.shard.on_metadata(self.topics())
+        elif kind == "lossy":
+            self.drop_rate = self.rng.choice([0.0, 0.05, 0.3])
+            self.log(f"network loss now {self.drop_rate}")
+
+    # -- phases ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Faults, then heal, then require convergence; InvariantViolation on failure."""
+        self.push(self.options.fault_interval_ms, "fault")
+        self.run_until(self.options.fault_phase_ms)
+        self.heal()
+        self.require_liveness(self.options.liveness_ms)
+
+    def heal(self) -> None:
+        """No more faults: a clean network, the coordinator up, every member running."""
+        self.faults, self.drop_rate = False, 0.0
+        if self.coordinator.shard is None:
+            self.load_coordinator()
+        for base in sorted({c.base for c in self.clients}):
+            incarnations = [c for c in self.clients if c.base == base]
+            if not any(c.alive for c in incarnations):
+                self.restart(incarnations[-1])
+        self.log("heal everything")
+
+    def require_liveness(self, within_ms: int) -> None:
+        deadline = self.now + within_ms
+        while self.now < deadline:
+            self.run_until(self.now + 100)
+            if self.converged():
+                return
+        raise InvariantViolation(
+            f"liveness: not converged {within_ms} ms after healing: {self.status()}"
+        )
+
+    def converged(self) -> bool:
+        """Both groups Stable, every live member in its group, and every subscribed partition
+        owned (and being consumed) by exactly one live member."""
+        shard = self.coordinator.shard
+        if shard is None or self.coordinator.pending:
+            return False
+        consumer = shard.state.consumer_group(CONSUMER_GROUP)
+        classic = shard.state.classic_group(CLASSIC_GROUP)
+        if consumer is None or str(consumer.state) != "Stable":
+            return False
+        if classic is None or classic.state != g.ClassicGroupState.STABLE:
+            return False
+        consumer_topics = {
+            t for c in self.clients if isinstance(c, ConsumerMember) for t in c.topics
+        }
+        for group, topics, in_group in (
+            (CONSUMER_GROUP, consumer_topics, len(consumer.members)),
+            (CLASSIC_GROUP, {"foo", "bar"}, len(classic.members)),
+        ):
+            members = [c for c in self.clients if c.alive and c.group == group]
+            wanted = sorted((t, p) for t in topics for p in range(self.partition_counts[t]))
+            if sorted(tp for c in members for tp in c.owned) != wanted or in_group != len(members):
+                return False
+            if any(v is None for c in members for v in c.positions.values()):
+                return False
+        return True
+
+    def status(self) -> str:
+        shard = self.coordinator.shard
+        groups = {} if shard is None else {k: str(v.state) for k, v in shard.state.groups.items()}
+        owned = {c.name: sorted(c.owned) for c in self.clients if c.alive}
+        return f"groups={groups} owned={owned}"
+
+    def summary(self) -> str:
+        o = self.options
+        return (
+            f"seed={self.seed}: {o.consumers} KIP-848 + {o.classics} classic members, "
+            f"delay<={o.max_delay_ms}ms loss={o.drop_rate} events={self.events} "
+            f"records={len(self.coordinator.committed)} loads={self.coordinator.incarnation} "
+            f"processes={len(self.clients)}"
+        )
+
+    def recent_history(self) -> str:
+        return "\n".join(self.history)
+
+
+EMPTY_RESPONSES: dict[str, Any] = {
+    "heartbeat": g.ConsumerGroupHeartbeatResponse(),
+    "join": g.JoinGroupResponse(),
+    "sync": g.SyncGroupResponse(),
+    "leave": g.LeaveGroupResponse(),
+    "commit": g.OffsetCommitResponse(()),
+    "fetch": g.OffsetFetchResponse(""),
+}
+
+
+def not_coordinator(response: Any) -> Any:
+    """The response with NOT_COORDINATOR instead (a coordinator that moved, or is down)."""
+    error = NotCoordinatorError("not the coordinator")
+    if isinstance(response, g.OffsetCommitResponse):
+        topics = tuple(
+            g.TopicPartitionErrors(
+                t.name, tuple(g.PartitionError(p.partition_index, error) for p in t.partitions)
+            )
+            for t in response.topics
+        )
+        return g.OffsetCommitResponse(topics)
+    return replace(response, error=error)
+
+
+def delivery(completion: g.Completion) -> Delivery:
+    """A completion's answer and where it goes (handles are (client name, request id))."""
+    handle: Any = completion.handle
+    return handle[0], handle[1], completion.response
+
+
+def describe(message: Any) -> str:
+    text = repr(message)
+    return text if len(text) < 300 else text[:297] + "..."
+
+
+def state_view(shard: g.GroupCoordinatorShard, skip: set[str]) -> dict[str, Any]:
+    """Everything the records determine: KIP-848 groups whole, classic groups as persisted
+    (those in a rebalance skipped), offsets."""
+    offsets = shard.state.offsets
+    view: dict[str, Any] = {
+        "offsets": {k: {t: dict(ps) for t, ps in v.items()} for k, v in offsets.items()}
+    }
+    for gid, gr in sorted(shard.state.groups.items()):
+        if gid in skip:
+            continue
+        if isinstance(gr, ConsumerGroup):
+            view[gid] = (
+                gr.group_epoch,
+                gr.assignment_epoch,
+                dict(gr.subscription_metadata),
+                dict(gr.target_assignment),
+                dict(gr.members),
+            )
+        else:
+            members = {
+                m.member_id: (
+                    m.group_instance_id,
+                    m.client_id,
+                    m.session_timeout_ms,
+                    m.rebalance_timeout_ms,
+                    m.assignment,
+                    m.metadata(gr.protocol_name),
+                )
+                for m in gr.members.values()
+            }
+            leader = gr.leader_id if members else None
+            view[gid] = (
+                str(gr.state),
+                gr.generation_id,
+                gr.protocol_type,
+                gr.protocol_name,
+                leader,
+                members,
+            )
+    return view
