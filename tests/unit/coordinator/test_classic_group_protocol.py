@@ -240,6 +240,9 @@ def test_a_restarted_static_member_takes_its_place_back_without_a_rebalance() ->
     assert response.error is None and response.generation_id == 1
     assert response.member_id != a
     assert state_of(shard) == S.STABLE and len(result.records) == 1
+    # It led the group: KIP-814 tells it so, and that the assignment stands.
+    assert response.leader == response.member_id and response.skip_assignment
+    assert [m.member_id for m in response.members] == [response.member_id]
     synced = shard.sync_group(sync("cg", response.member_id, 1, None, "i-a"), "s2", 20_010)
     assignment = completions(synced)["s2"].assignment
     assert decode_assignment(assignment).assigned_partitions == {"foo": (0, 1, 2, 3, 4, 5)}
@@ -375,3 +378,27 @@ def test_join_group_protocol_metadata_is_kept_per_protocol() -> None:
     log.append(shard.join_group(request, "ja", 0))
     joined = completions(shard.tick(3_000))["ja"]
     assert joined.protocol_name == "range" and joined.members[0].metadata == b"r"
+
+
+def test_a_client_before_kip_814_is_told_the_old_leader_id() -> None:
+    shard, log = new_shard(), Log()
+    log.append(shard.join_group(join_classic("cg", instance_id="i-a"), "ja", 0))
+    result = shard.tick(3_000)
+    log.append(result)
+    a = completions(result)["ja"].member_id
+    log.append(shard.sync_group(sync("cg", a, 1, {a: b""}, "i-a"), "sa", 3_010))
+    old_client = replace(join_classic("cg", instance_id="i-a"), supports_skip_assignment=False)
+    response = completions(shard.join_group(old_client, "ja2", 5_000))["ja2"]
+    assert response.leader == a != response.member_id
+    assert not response.skip_assignment and response.members == ()
+
+
+def test_a_sync_in_a_stable_group_restarts_the_members_session() -> None:
+    shard, log = new_shard(), Log()
+    leader, follower, generation = stable_group_of_two(shard, log)
+    for t in range(7_000, 40_000, 3_000):
+        shard.heartbeat(HeartbeatRequest("cg", generation, leader), t)
+        log.append(shard.sync_group(sync("cg", follower, generation), ("s", t), t))
+        log.append(shard.tick(t))
+    group = shard.state.classic_group("cg")
+    assert group is not None and set(group.members) == {leader, follower}

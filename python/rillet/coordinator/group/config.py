@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from rillet.coordinator.group.assignors import ASSIGNORS
+
 __all__ = ["GroupCoordinatorConfig"]
 
 INT_MAX = 2**31 - 1
@@ -71,8 +73,6 @@ class GroupCoordinatorConfig:
     classic_group_new_member_join_timeout_ms: int = 300_000
 
     def __post_init__(self) -> None:
-        from rillet.coordinator.group.assignors import ASSIGNORS
-
         if not self.consumer_group_assignors:
             raise ValueError("group.consumer.assignors must name at least one assignor")
         unknown = [a for a in self.consumer_group_assignors if a not in ASSIGNORS]

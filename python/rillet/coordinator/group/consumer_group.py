@@ -182,8 +182,8 @@ class ConsumerGroup:
         return self.partition_owners.get((topic_id, partition))
 
     def preferred_server_assignor(self, default: str) -> str:
-        """The assignor most members asked for (ties: the first of the configured order is
-        decided by the caller through ``default`` when nobody asked)."""
+        """The assignor most members asked for (ties broken by name), ``default`` when none
+        asked for one (Kafka's computePreferredServerAssignor)."""
         if not self.server_assignors:
             return default
         best = max(self.server_assignors.values())
