@@ -462,3 +462,20 @@ def test_members_of_different_subscriptions_only_get_their_topics() -> None:
     assert all(t == BAR for t, _ in c.partitions())
     everything = a.partitions() | b.partitions() | c.partitions()
     assert len(everything) == 9 == len(a.partitions()) + len(b.partitions()) + len(c.partitions())
+
+
+def test_a_heartbeat_that_changes_nothing_writes_nothing() -> None:
+    shard, log = new_shard(), Log()
+    m1 = Member("m1")
+    m1.heartbeat(shard, log, 0)
+    result = shard.consumer_group_heartbeat(beat("g", "m1", 1, m1.owned), 10)
+    assert result.records == () and result.response is not None
+    assert result.response.error is None and result.response.member_epoch == 1
+
+
+def test_an_unloaded_shard_answers_not_coordinator() -> None:
+    shard, log = new_shard(), Log()
+    Member("m1").heartbeat(shard, log, 0)
+    assert shard.unload() == []
+    response = shard.consumer_group_heartbeat(beat("g", "m1", 1, ()), 10).response
+    assert response is not None and isinstance(response.error, NotCoordinatorError)

@@ -124,12 +124,18 @@ _REGEX_CACHE: dict[str, re.Pattern[str]] = {}
 
 
 def compiled_regex(regex: str) -> re.Pattern[str]:
-    """A subscription regex, compiled once (validated when the member sent it)."""
+    """A subscription regex, compiled once. Heartbeats refuse what Python's ``re`` cannot
+    compile; one read from a log written elsewhere (Kafka uses RE2/J) that ``re`` cannot
+    compile matches nothing."""
     pattern = _REGEX_CACHE.get(regex)
     if pattern is None:
         if len(_REGEX_CACHE) > 1024:
             _REGEX_CACHE.clear()
-        pattern = _REGEX_CACHE[regex] = re.compile(regex)
+        try:
+            pattern = re.compile(regex)
+        except re.error:
+            pattern = re.compile(r"(?!)")
+        _REGEX_CACHE[regex] = pattern
     return pattern
 
 

@@ -136,8 +136,10 @@ class GroupCoordinatorShard:
     # -- metadata and time -----------------------------------------------------------------
 
     def on_metadata(self, topics: Mapping[str, TopicInfo | tuple[uuid.UUID, int]]) -> None:
-        """The cluster's topics (name -> id and partition count). Groups re-check their
-        subscribed topics on their next heartbeat."""
+        """The cluster's topics (name -> id and partition count), all of them: a topic left
+        out is a topic that does not exist, and groups subscribed to it lose its partitions.
+        Groups re-check their subscribed topics on their next heartbeat (and on the first
+        after loading), so the driver passes the topics before :meth:`on_loaded`."""
         self.ctx.set_topics(topics)
         for group in self.ctx.state.groups.values():
             if isinstance(group, ConsumerGroup):
@@ -169,6 +171,8 @@ class GroupCoordinatorShard:
     # -- the plumbing ----------------------------------------------------------------------
 
     def _refusal(self, group_id: str | None) -> KafkaError | None:
+        if self.unloaded:
+            return NotCoordinatorError(f"partition {self.partition_index} was unloaded")
         if not self.loaded:
             return CoordinatorLoadInProgressError(f"partition {self.partition_index} is loading")
         if group_id is not None and group_id.strip():
