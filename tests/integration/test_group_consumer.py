@@ -239,3 +239,50 @@ def test_a_fenced_or_unknown_member_gets_kafkas_errors(broker: MiniBroker) -> No
     deleted = stub.DeleteGroups(group_pb2.DeleteGroupsRequest(groups_names=["raw", "absent"]))
     errors = {r.group_id: common_pb2.ErrorCode.Name(r.error_code) for r in deleted.results}
     assert errors == {"raw": "NON_EMPTY_GROUP", "absent": "GROUP_ID_NOT_FOUND"}
+
+
+@pytest.mark.parametrize("strategy", [("range",), ("cooperative-sticky",)])
+def test_the_classic_protocol_shares_partitions_too(
+    broker: MiniBroker, strategy: tuple[str, ...]
+) -> None:
+    """``group_protocol="classic"``: JoinGroup/SyncGroup with the leader assigning
+    (EAGER with range, COOPERATIVE with cooperative-sticky)."""
+    produce(broker, 120)
+    events: list[tuple[int, str, str, TopicPartition]] = []
+
+    def member(name: str) -> Consumer:
+        c = Consumer(bootstrap_servers=broker.bootstrap, group_id="classic", client_id=name,
+                     group_protocol="classic", partition_assignment_strategy=strategy,
+                     auto_offset_reset="earliest", heartbeat_interval_ms=200,
+                     auto_commit_interval_ms=200)  # fmt: skip
+        c.subscribe(["t"], listener=Recorder(name, events))
+        return c
+
+    first = member("first")
+    got: list[int] = []
+    wait_for(lambda: got.extend(
+        int(r.value) for rs in first.poll(timeout_ms=100).values() for r in rs
+    ) or len(got) >= 60)  # fmt: skip
+    second = member("second")
+    done = threading.Event()
+
+    def poll_second() -> None:
+        while not done.is_set():
+            for rs in second.poll(timeout_ms=100).values():
+                got.extend(int(r.value) for r in rs)
+
+    t = threading.Thread(target=poll_second, daemon=True)
+    t.start()
+    wait_for(lambda: first.poll(timeout_ms=100) is not None and len(first.assignment()) == 3
+             and len(second.assignment()) == 3)  # fmt: skip
+    produce(broker, 60, start=120)
+    wait_for(lambda: got.extend(
+        int(r.value) for rs in first.poll(timeout_ms=100).values() for r in rs
+    ) or len(set(got)) >= 180)  # fmt: skip
+    done.set()
+    t.join(10)
+    assert set(first.assignment()).isdisjoint(second.assignment())
+    first.close()
+    second.close()
+    assert sorted(set(got)) == list(range(180))
+    check_one_owner(events)

@@ -24,9 +24,11 @@ from typing import Any, NamedTuple
 from rillet._core import ConsumerRecord
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
+from rillet.client.consumer.classic import ClassicGroupMember
 from rillet.client.consumer.fetcher import Deserializer, Fetcher
-from rillet.client.consumer.group import CommitCallback, GroupMember
+from rillet.client.consumer.group import ConsumerGroupMember
 from rillet.client.consumer.listener import ConsumerRebalanceListener
+from rillet.client.consumer.member_base import CommitCallback, GroupMemberBase
 from rillet.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState
 from rillet.errors import IllegalStateError, InvalidConfigurationError, KafkaError
 from rillet.protocol import fetch_pb2
@@ -62,6 +64,9 @@ class Consumer:
         "group_protocol": "consumer",
         "group_instance_id": None,
         "group_remote_assignor": None,
+        "partition_assignment_strategy": ("range", "cooperative-sticky"),
+        "session_timeout_ms": 45000,
+        "heartbeat_interval_ms": 3000,
         "max_poll_interval_ms": 300000,
         "auto_commit_interval_ms": 5000,
         "default_api_timeout_ms": 60000,
@@ -113,11 +118,6 @@ class Consumer:
                 f"Invalid value {c['group_protocol']} for configuration group.protocol: "
                 "String must be one of (case insensitive): CLASSIC, CONSUMER"
             )
-        if protocol == "classic" and group_id is not None:
-            raise InvalidConfigurationError(
-                "group.protocol=classic is not served yet: use the default, consumer "
-                "(KIP-848), which every Rillet broker serves"
-            )
         reset = str(c["auto_offset_reset"]).lower()
         if reset not in (*_RESET, "none"):
             raise InvalidConfigurationError(
@@ -145,6 +145,8 @@ class Consumer:
             "request_timeout_ms",
             "max_poll_interval_ms",
             "auto_commit_interval_ms",
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
             "default_api_timeout_ms",
         ):
             value = c[name]
@@ -172,11 +174,10 @@ class Consumer:
         )
         self._wakeup = threading.Event()
         self._closed = False
-        self._group = (
-            GroupMember(c, self._cluster, self._subscriptions, self._wakeup)
-            if group_id is not None
-            else None
-        )
+        self._group: GroupMemberBase | None = None
+        if group_id is not None:
+            member = ClassicGroupMember if protocol == "classic" else ConsumerGroupMember
+            self._group = member(c, self._cluster, self._subscriptions, self._wakeup)
         if names:
             self.subscribe(names)
 
@@ -400,7 +401,7 @@ class Consumer:
 
     # -- committed offsets (a group's) --------------------------------------------------------
 
-    def _member(self) -> GroupMember:
+    def _member(self) -> GroupMemberBase:
         if self._group is None:
             raise IllegalStateError(
                 "To use the group management or offset commit APIs, you must provide a valid "

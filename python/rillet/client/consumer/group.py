@@ -1,7 +1,7 @@
 """A consumer's life in a KIP-848 group (``group_protocol="consumer"``), on the application's
 thread: reconciling the assignment the coordinator sends (revoke, then assign, with the
-rebalance listener), the offsets a newly assigned partition starts from, auto-commit, and
-leaving on close. The heartbeats run on :class:`~rillet.client.consumer.heartbeat.HeartbeatThread`.
+rebalance listener) and leaving on close; commits are :mod:`.member_base`'s. The heartbeats
+run on :class:`~rillet.client.consumer.heartbeat.HeartbeatThread`.
 """
 
 from __future__ import annotations
@@ -9,29 +9,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rillet.client.cluster import ClusterMetadata
-from rillet.client.consumer.group_client import GroupClient
 from rillet.client.consumer.heartbeat import HeartbeatThread
 from rillet.client.consumer.listener import ConsumerRebalanceListener
+from rillet.client.consumer.member_base import GroupMemberBase, show
 from rillet.client.consumer.membership import ConsumerMembership, MemberState
-from rillet.client.consumer.offsets import OffsetsClient
 from rillet.client.consumer.subscription import SubscriptionState
-from rillet.errors import KafkaError, StaleMemberEpochError
-from rillet.types import OffsetAndMetadata, TopicPartition
+from rillet.errors import KafkaError
+from rillet.types import TopicPartition
 
-__all__ = ["GroupMember"]
+__all__ = ["ConsumerGroupMember"]
 
 _log = logging.getLogger(__name__)
 
-CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], Exception | None], Any]
 
+class ConsumerGroupMember(GroupMemberBase):
+    """A member speaking KIP-848 (``group_protocol="consumer"``)."""
 
-class GroupMember:
     def __init__(
         self,
         config: Mapping[str, Any],
@@ -39,15 +37,7 @@ class GroupMember:
         subscriptions: SubscriptionState,
         wakeup: threading.Event,
     ) -> None:
-        self.group_id = str(config["group_id"])
-        self.cluster = cluster
-        self.subscriptions = subscriptions
-        self.client = GroupClient(
-            cluster, self.group_id, int(config["request_timeout_ms"]), str(config["client_id"])
-        )
-        self.offsets = OffsetsClient(
-            self.client, int(config["retry_backoff_ms"]), int(config["default_api_timeout_ms"])
-        )
+        super().__init__(config, cluster, subscriptions)
         self.membership = ConsumerMembership(
             self.group_id,
             rebalance_timeout_ms=int(config["max_poll_interval_ms"]),
@@ -55,17 +45,19 @@ class GroupMember:
             rack_id=config["client_rack"] or None,
             server_assignor=config["group_remote_assignor"],
         )
-        self.auto_commit = bool(config["enable_auto_commit"])
-        self.auto_commit_interval_s = int(config["auto_commit_interval_ms"]) / 1000
-        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
-        self.listener: ConsumerRebalanceListener | None = None
-        self.lock = threading.Condition()
         self.heartbeat = HeartbeatThread(
             self.membership, self.client, self.lock, int(config["retry_backoff_ms"]), wakeup
         )
         self.heartbeat.start()
-        self._pending_callbacks: list[tuple[CommitCallback, Any, Exception | None]] = []
-        self._async_lock = threading.Lock()
+
+    def _identity(self) -> tuple[str, int, str | None]:
+        m = self.membership
+        if m.in_group:
+            return m.member_id, m.member_epoch, m.instance_id
+        return "", -1, None  # assign()ed partitions: a commit outside the group protocol
+
+    def _epoch_wait_s(self) -> float:
+        return self.membership.heartbeat_interval_ms / 1000 or 0.1
 
     # -- subscription ------------------------------------------------------------------------
 
@@ -100,10 +92,7 @@ class GroupMember:
             self._revoke(self._names(lost), lost=True)
         if target is not None:
             self._reconcile(target)
-        self._run_callbacks()
-        if self.auto_commit and time.monotonic() >= self._next_auto_commit:
-            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
-            self.commit_async(None, None)
+        self._after_poll()
 
     def _names(self, assignment: Mapping[uuid.UUID, frozenset[int]]) -> set[TopicPartition]:
         out: set[TopicPartition] = set()
@@ -142,130 +131,16 @@ class GroupMember:
             self.group_id,
             self.membership.member_id,
             self.membership.member_epoch,
-            _show(wanted),
-            _show(revoked),
-            _show(added),
+            show(wanted),
+            show(revoked),
+            show(added),
         )
-
-    def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
-        if not partitions:
-            return
-        if not lost and self.auto_commit:
-            try:
-                self.commit(self._positions(partitions))
-            except KafkaError as e:
-                _log.warning("group %s: commit before revoking failed: %s", self.group_id, e)
-        if self.listener is not None:
-            self._listen("on_partitions_lost" if lost else "on_partitions_revoked", partitions)
-        self.subscriptions.set_assignment(
-            tp for tp in self.subscriptions.assignment if tp not in partitions
-        )
-
-    def _listen(self, callback: str, partitions: set[TopicPartition]) -> None:
-        try:
-            getattr(self.listener, callback)(sorted(partitions))
-        except Exception:
-            _log.exception("group %s: the rebalance listener's %s raised", self.group_id, callback)
-
-    def _start_positions(self, partitions: set[TopicPartition]) -> None:
-        """Start newly assigned partitions at the group's committed offsets; the others are
-        reset by auto_offset_reset."""
-        try:
-            committed = self.offsets.fetch(partitions)
-        except KafkaError as e:
-            _log.warning("group %s: committed offsets unavailable: %s", self.group_id, e)
-            committed = {}
-        for tp, om in committed.items():
-            state = self.subscriptions.assignment.get(tp)
-            if state is not None and state.position is None:
-                state.move(om.offset, None)
-                state.last_epoch = om.leader_epoch
-
-    # -- commits -------------------------------------------------------------------------------
-
-    def _positions(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        out = {}
-        for tp in partitions:
-            state = self.subscriptions.assignment.get(tp)
-            if state is not None and state.position is not None:
-                out[tp] = OffsetAndMetadata(state.position, "", state.last_epoch)
-        return out
-
-    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None) -> None:
-        if offsets is None:
-            offsets = self._positions(self.subscriptions.assignment)
-        for attempt in range(3):
-            with self.lock:
-                if self.membership.in_group:
-                    member_id, epoch = self.membership.member_id, self.membership.member_epoch
-                    instance_id = self.membership.instance_id
-                else:  # assign()ed partitions: a commit outside the group protocol
-                    member_id, epoch, instance_id = "", -1, None
-            try:
-                self.offsets.commit(offsets, member_id, epoch, instance_id)
-                return
-            except StaleMemberEpochError:
-                # The epoch moved on while the commit was in flight (KIP-848): commit again
-                # with the new one, once the heartbeat has it.
-                if attempt == 2:
-                    raise
-                time.sleep(self.membership.heartbeat_interval_ms / 1000 or 0.1)
-
-    def commit_async(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
-        callback: CommitCallback | None,
-    ) -> None:
-        """Commit on a background thread; ``callback(offsets, exception)`` runs in a later
-        ``poll()`` (or ``close()``) on the application's thread, as in Kafka."""
-        if offsets is None:
-            offsets = self._positions(self.subscriptions.assignment)
-        chosen = dict(offsets)
-
-        def run() -> None:
-            error: Exception | None = None
-            try:
-                self.commit(chosen)
-            except KafkaError as e:
-                error = e
-                if callback is None:
-                    _log.warning("group %s: asynchronous commit failed: %s", self.group_id, e)
-            if callback is not None:
-                with self._async_lock:
-                    self._pending_callbacks.append((callback, chosen, error))
-
-        threading.Thread(target=run, name=f"rillet-commit-{self.group_id}", daemon=True).start()
-
-    def _run_callbacks(self) -> None:
-        with self._async_lock:
-            pending, self._pending_callbacks = self._pending_callbacks, []
-        for callback, offsets, error in pending:
-            callback(offsets, error)
-
-    def committed(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        return self.offsets.fetch(list(partitions))
 
     # -- close ---------------------------------------------------------------------------------
 
     def close(self, autocommit: bool, timeout_s: float) -> None:
         """Commit (if asked), revoke through the listener, leave the group, stop heartbeats."""
-        owned = set(self.subscriptions.assignment)
-        if autocommit and self.auto_commit and owned:
-            try:
-                self.commit(self._positions(owned))
-            except KafkaError as e:
-                _log.warning("group %s: commit on close failed: %s", self.group_id, e)
-        if self.listener is not None and owned:
-            self._listen("on_partitions_revoked", owned)
-        self._run_callbacks()
+        self._commit_owned(autocommit)
         with self.lock:
             self.membership.leave()
         self.heartbeat.stop(timeout_s)
-
-
-def _show(partitions: Iterable[TopicPartition]) -> str:
-    return "[" + ", ".join(str(tp) for tp in sorted(partitions)) + "]"
