@@ -210,6 +210,13 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             between(0, 1),
         ),
         _k("log.cleaner.dedupe.buffer.size", "long", 128 << 20, "Cleaner dedupe memory"),
+        _k(
+            "log.cleaner.io.buffer.load.factor",
+            "double",
+            0.9,
+            "How full the cleaner's offset map may get",
+            between(0, 1),
+        ),
         _k("log.cleaner.io.buffer.size", "int", 512 << 10, "Cleaner I/O buffers", at_least(0)),
         _k("log.cleaner.min.compaction.lag.ms", "long", 0, "Min age to compact", at_least(0)),
         _k(
@@ -428,9 +435,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
 # Keys that name behaviour Rillet does not have yet, with what they wait for. They are
 # accepted (a Kafka server.properties must load) but change nothing, so setting one is
 # warned about once at start-up (BrokerConfig.inert_settings_warning). Keys whose feature
-# would be unsafe to fake are refused instead (cleanup.policy=compact, TLS and SASL
-# listeners). Performance knobs of Kafka's own design (network and I/O threads, socket
-# buffers) have no counterpart in Rillet and are not listed.
+# would be unsafe to fake are refused instead (TLS and SASL listeners). Performance knobs of
+# Kafka's own design (network and I/O threads, socket buffers) have no counterpart in Rillet
+# and are not listed.
 INERT_KEYS: dict[str, str] = {
     **dict.fromkeys(
         [
@@ -440,7 +447,6 @@ INERT_KEYS: dict[str, str] = {
         ],
         "exactly-once delivery",
     ),
-    **dict.fromkeys([k for k in BROKER_CONFIGS if k.startswith("log.cleaner.")], "log compaction"),
     "delete.topic.enable": "refusing topic deletion",
     "controlled.shutdown.enable": "turning controlled shutdown off",
 }

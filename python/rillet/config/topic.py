@@ -15,9 +15,8 @@ from rillet.config.keys import (
     LONG_MAX,
     MINUTE_MS,
     ConfigKey,
-    all_of,
     at_least,
-    not_supported_yet,
+    between,
     one_of,
     parse_value,
 )
@@ -32,16 +31,8 @@ __all__ = [
 ]
 
 
-# cleanup.policy and log.cleanup.policy: Kafka's values, with compact refused until the log
-# cleaner exists (retention skips compacted topics, so one would grow forever).
-valid_cleanup_policy = all_of(
-    one_of("delete", "compact"),
-    not_supported_yet(
-        "compact",
-        reason="log compaction is not supported yet, so a compacted topic would grow "
-        "forever; use delete",
-    ),
-)
+# cleanup.policy and log.cleanup.policy: Kafka's values, delete, compact or both.
+valid_cleanup_policy = one_of("delete", "compact")
 
 TOPIC_CONFIGS: dict[str, ConfigKey] = {
     k.name: k
@@ -179,6 +170,30 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {
             (("log.cleaner.delete.retention.ms", 1),),
         ),
         ConfigKey(
+            "min.cleanable.dirty.ratio",
+            "double",
+            0.5,
+            "Dirty share of a log that makes the cleaner compact it",
+            between(0, 1),
+            (("log.cleaner.min.cleanable.ratio", 1),),
+        ),
+        ConfigKey(
+            "min.compaction.lag.ms",
+            "long",
+            0,
+            "A record stays uncompacted at least this long",
+            at_least(0),
+            (("log.cleaner.min.compaction.lag.ms", 1),),
+        ),
+        ConfigKey(
+            "max.compaction.lag.ms",
+            "long",
+            LONG_MAX,
+            "A record is compacted at most this long after it was written",
+            at_least(1),
+            (("log.cleaner.max.compaction.lag.ms", 1),),
+        ),
+        ConfigKey(
             "file.delete.delay.ms",
             "long",
             60_000,
@@ -225,6 +240,11 @@ class TopicConfig:
             retention_ms=v["retention.ms"],
             retention_bytes=v["retention.bytes"],
             message_timestamp_type=v["message.timestamp.type"],
+            compact="compact" in v["cleanup.policy"],
+            delete_retention_ms=v["delete.retention.ms"],
+            min_compaction_lag_ms=v["min.compaction.lag.ms"],
+            max_compaction_lag_ms=v["max.compaction.lag.ms"],
+            min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"],
         )
 
 
@@ -261,4 +281,16 @@ def resolve_topic_config(
         else:
             values[name] = key.default
             sources[name] = "DEFAULT_CONFIG"
+    _check_compaction_lags(values)
     return TopicConfig(values, sources)
+
+
+def _check_compaction_lags(values: Mapping[str, Any]) -> None:
+    """Kafka's LogConfig.validateValues: a record cannot have to wait longer before it may be
+    compacted than the time by which it must be."""
+    low, high = values["min.compaction.lag.ms"], values["max.compaction.lag.ms"]
+    if low > high:
+        raise InvalidConfigurationError(
+            f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+            f"max.compaction.lag.ms ({high})"
+        )

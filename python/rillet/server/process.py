@@ -61,6 +61,7 @@ from rillet.server.grpc.listener import GrpcListener, broker_listener, controlle
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.storage.dir_lock import lock_dir
+from rillet.storage.log_cleaner import LogCleanerConfig
 from rillet.storage.log_manager import LogManager
 
 __all__ = ["RilletServer"]
@@ -225,7 +226,10 @@ class RilletServer:
     def _start_broker_storage(self) -> None:
         cfg = self.config
         self.log_manager = LogManager(
-            list(cfg.log_dirs), broker_config=cfg.topic_synonyms, clock=self.clock
+            list(cfg.log_dirs),
+            broker_config=cfg.topic_synonyms,
+            clock=self.clock,
+            cleaner_config=LogCleanerConfig.from_broker_config(cfg.values),
         )
         self.log_manager.startup()
         life = BrokerLifecycle(

@@ -8,6 +8,7 @@ Per log directory (``log.dirs``) it keeps, as Kafka does::
     recovery-point-offset-checkpoint   offsets below which each log is fsynced
     log-start-offset-checkpoint        each log's log start offset
     replication-offset-checkpoint      each partition's high watermark
+    cleaner-offset-checkpoint          how far each compacted log is clean (the log cleaner's)
     <topic>-<partition>/               one Log each, with partition.metadata naming its
                                        topic id
 
@@ -18,7 +19,10 @@ checkpoints written, and only then the marker created.
 
 The background work is the LogManager's own (Kafka's kafka-log-flusher, kafka-log-retention
 and kafka-recovery-point-checkpoint tasks): :meth:`LogManager.schedule` hands it to the
-injected scheduler at the broker's intervals.
+injected scheduler at the broker's intervals, and starts the log cleaner's threads
+(:mod:`rillet.storage.log_cleaner`), which compact the logs with ``compact`` in their
+``cleanup.policy`` while retention deletes from those with ``delete`` in it (both for
+``compact,delete``).
 
 Thread safety: the methods are meant for the broker's event loop thread (each Log is itself
 thread safe, so reads and appends may come from elsewhere).
@@ -52,6 +56,7 @@ from rillet.metadata.topic_names import (
 )
 from rillet.scheduler import Clock, Scheduler, wall_clock_ms
 from rillet.storage.dir_lock import lock_dir
+from rillet.storage.log_cleaner import CleanableLog, LogCleaner, LogCleanerConfig
 from rillet.storage.partition_metadata import read_topic_id, write_topic_id
 from rillet.types import TopicPartition
 
@@ -80,6 +85,8 @@ class LogManager:
     log_dirs: Sequence[Path | str]
     broker_config: Mapping[str, object] = field(default_factory=dict)
     clock: Clock = wall_clock_ms
+    # The broker's log.cleaner.* settings (LogCleanerConfig.from_broker_config).
+    cleaner_config: LogCleanerConfig = field(default_factory=LogCleanerConfig)
     _logs: dict[TopicPartition, _ManagedLog] = field(default_factory=dict, init=False)
     _locks: list[IO[bytes]] = field(default_factory=list, init=False)
     _dirs: list[Path] = field(default_factory=list, init=False)
@@ -88,6 +95,7 @@ class LogManager:
     # The broker epoch the last shutdown recorded in every dir's clean-shutdown marker; -1
     # when any dir was not shut down cleanly (or the marker names no epoch).
     previous_broker_epoch: int = field(default=-1, init=False)
+    _cleaner: LogCleaner | None = field(default=None, init=False)
 
     def startup(self) -> dict[TopicPartition, RecoveryInfo]:
         """Lock every log dir and open every log in it (recovering after a crash). On failure
@@ -112,6 +120,9 @@ class LogManager:
             self._release_locks()
             raise
         self._dirs = dirs
+        # Kafka's LogManager creates its LogCleaner here; its threads start with the other
+        # background work (schedule).
+        self._cleaner = LogCleaner(self.cleaner_config, dirs, self.cleanable_logs, self.clock)
         return recovered
 
     def _load_dir(self, d: Path) -> dict[TopicPartition, RecoveryInfo]:
@@ -190,6 +201,17 @@ class LogManager:
         m = self._logs.get(TopicPartition(topic, partition))
         return m.log if m else None
 
+    @property
+    def cleaner(self) -> LogCleaner | None:
+        """The log cleaner, once started (its threads run only after :meth:`schedule`, and
+        only with ``log.cleaner.enable``)."""
+        return self._cleaner
+
+    def cleanable_logs(self) -> list[CleanableLog]:
+        """Every log with where it lives and its configs, for the log cleaner. Safe to call
+        from the cleaner's threads: it copies the map first."""
+        return [CleanableLog(tp, m.dir, m.log, m.config) for tp, m in list(self._logs.items())]
+
     def all_logs(self) -> Iterator[tuple[TopicPartition, Log]]:
         for tp, m in self._logs.items():
             yield tp, m.log
@@ -252,11 +274,19 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log and its directory. Returns whether it existed."""
-        m = self._logs.pop(TopicPartition(topic, partition), None)
-        if m is None:
-            return False
-        m.log.delete()
-        return True
+        tp = TopicPartition(topic, partition)
+        if self._cleaner is not None:
+            # Kafka's abortAndPauseCleaning: the cleaner lets go of the log before it goes.
+            self._cleaner.abort_and_pause_cleaning(tp)
+        try:
+            m = self._logs.pop(tp, None)
+            if m is None:
+                return False
+            m.log.delete()
+            return True
+        finally:
+            if self._cleaner is not None:
+                self._cleaner.manager.remove_partition(tp)
 
     # -- background work ------------------------------------------------------------------
 
@@ -271,8 +301,10 @@ class LogManager:
     ) -> None:
         """Run the flusher, retention and the recovery-point / log-start-offset checkpoints
         on ``scheduler`` (``log.flush.scheduler.interval.ms``,
-        ``log.retention.check.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``).
-        Retention never deletes past a partition's high watermark."""
+        ``log.retention.check.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``),
+        and start the log cleaner. Neither retention nor the cleaner goes past a partition's
+        high watermark: the cleaner gets a snapshot of them taken on the scheduler's thread
+        every ``log.cleaner.backoff.ms``, the pace at which it looks for work."""
         scheduler.schedule("kafka-log-flusher", self.flush_dirty_logs, flush_check_ms)
         scheduler.schedule(
             "kafka-log-retention",
@@ -280,6 +312,15 @@ class LogManager:
             retention_check_ms,
         )
         scheduler.schedule("kafka-recovery-point-checkpoint", self.checkpoint, checkpoint_ms)
+        cleaner = self._cleaner
+        if cleaner is not None and cleaner.config.enable:
+            cleaner.update_high_watermarks(high_watermarks())
+            scheduler.schedule(
+                "kafka-log-cleaner-high-watermarks",
+                lambda: cleaner.update_high_watermarks(high_watermarks()),
+                cleaner.config.backoff_ms,
+            )
+            cleaner.startup()
 
     def flush_dirty_logs(self) -> int:
         """Kafka's log flusher: fsync rolled segments, and whole logs whose ``flush.messages``
@@ -305,8 +346,9 @@ class LogManager:
         return flushed
 
     def cleanup_logs(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
-        """Retention for every log with ``delete`` in its cleanup.policy. Returns segments
-        deleted."""
+        """Retention for every log with ``delete`` in its cleanup.policy (not for a
+        compact-only one: the cleaner keeps its newest record per key whatever its age).
+        Returns segments deleted."""
         now = self.clock()
         deleted = 0
         for tp, m in self._logs.items():
@@ -353,6 +395,9 @@ class LogManager:
         if the manager is not started."""
         if not self._dirs:
             return
+        if self._cleaner is not None:
+            self._cleaner.shutdown()
+            self._cleaner = None
         try:
             for m in self._logs.values():
                 m.log.flush()

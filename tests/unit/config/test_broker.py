@@ -729,9 +729,10 @@ def test_security_protocols_mapped_but_unused_are_fine() -> None:
     assert {e.security_protocol for e in c.listeners} == {"PLAINTEXT"}
 
 
-def test_compaction_is_refused_as_a_broker_default() -> None:
-    with pytest.raises(InvalidConfigurationError, match=r"log\.cleanup\.policy: log compaction"):
-        with_props(**{"log.cleanup.policy": "compact"})
+def test_compaction_is_a_broker_default_cleanup_policy() -> None:
+    c = with_props(**{"log.cleanup.policy": "compact"})
+    assert c.topic_config()["cleanup.policy"] == ["compact"]
+    assert c.topic_config().log_config().compact
 
 
 def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
@@ -740,35 +741,32 @@ def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
     c = with_props(
         **{
             "auto.leader.rebalance.enable": "false",
-            "group.initial.rebalance.delay.ms": "0",
-            "log.cleaner.threads": "2",
+            "transaction.max.timeout.ms": "60000",
+            "log.cleaner.threads": "2",  # the log cleaner acts on it
             "replica.fetch.max.bytes": "1048576",
             "num.partitions": "3",
         }
     )
-    assert c.inert_settings() == [
-        "group.initial.rebalance.delay.ms",
-        "log.cleaner.threads",
-    ]
+    assert c.inert_settings() == ["transaction.max.timeout.ms"]
     assert c.inert_settings_warning() == (
         "These settings are accepted but have no effect yet: "
-        "group.initial.rebalance.delay.ms (consumer groups), "
-        "log.cleaner.threads (log compaction)"
+        "transaction.max.timeout.ms (exactly-once delivery)"
     )
     # The embedded default sets a few itself; only what the user overrides is reported.
     embedded = BrokerConfig.embedded_default(tmp_path)
-    assert "offsets.topic.replication.factor" in embedded.explicit
+    assert "transaction.state.log.replication.factor" in embedded.explicit
     assert embedded.inert_settings() == []
-    tuned = BrokerConfig.embedded_default(tmp_path, {"offsets.topic.replication.factor": "3"})
-    assert tuned.inert_settings() == ["offsets.topic.replication.factor"]
-    assert tuned.updated({"group.max.size": "10"}).inert_settings() == [
-        "group.max.size",
-        "offsets.topic.replication.factor",
+    tuned = BrokerConfig.embedded_default(
+        tmp_path, {"transaction.state.log.replication.factor": "3"}
+    )
+    assert tuned.inert_settings() == ["transaction.state.log.replication.factor"]
+    assert tuned.updated({"delete.topic.enable": "true"}).inert_settings() == [
+        "delete.topic.enable",
+        "transaction.state.log.replication.factor",
     ]
     assert embedded.updated({"num.partitions": "2"}).inert_settings() == []
-    # The shipped example sets Kafka's single-node values of three of them.
+    # The shipped example sets Kafka's single-node values of two of them.
     assert BrokerConfig.from_file(EXAMPLE).inert_settings() == [
-        "offsets.topic.replication.factor",
         "transaction.state.log.min.isr",
         "transaction.state.log.replication.factor",
     ]

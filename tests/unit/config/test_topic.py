@@ -38,6 +38,9 @@ KAFKA_DEFAULTS = {
     "min.insync.replicas": 1,
     "unclean.leader.election.enable": False,
     "delete.retention.ms": 86_400_000,
+    "min.cleanable.dirty.ratio": 0.5,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": LONG_MAX,
     "file.delete.delay.ms": 60_000,
     "preallocate": False,
 }
@@ -71,6 +74,11 @@ def test_default_log_config_matches_log_config_defaults() -> None:
         "retention_ms",
         "retention_bytes",
         "message_timestamp_type",
+        "compact",
+        "delete_retention_ms",
+        "min_compaction_lag_ms",
+        "max_compaction_lag_ms",
+        "min_cleanable_dirty_ratio",
     ):
         assert getattr(ours, attr) == getattr(native, attr), attr
 
@@ -199,24 +207,20 @@ def test_override_values(key: str, raw: object, expected: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("broker", "overrides", "key"),
+    ("broker", "overrides", "expected"),
     [
-        ({}, {"cleanup.policy": "compact"}, "cleanup.policy"),
-        ({}, {"cleanup.policy": "delete,compact"}, "cleanup.policy"),
-        ({}, {"cleanup.policy": ["compact"]}, "cleanup.policy"),
-        ({"log.cleanup.policy": "compact,delete"}, {}, "log.cleanup.policy"),
+        ({}, {"cleanup.policy": "compact"}, ["compact"]),
+        ({}, {"cleanup.policy": "delete,compact"}, ["delete", "compact"]),
+        ({}, {"cleanup.policy": ["compact"]}, ["compact"]),
+        ({"log.cleanup.policy": "compact,delete"}, {}, ["compact", "delete"]),
     ],
 )
-def test_compaction_is_refused_until_it_exists(
-    broker: dict[str, object], overrides: dict[str, object], key: str
+def test_compaction_is_a_cleanup_policy(
+    broker: dict[str, object], overrides: dict[str, object], expected: list[str]
 ) -> None:
-    # Retention skips compacted topics, so accepting compact would let one grow forever.
-    with pytest.raises(InvalidConfigurationError) as info:
-        resolve_topic_config(broker, overrides)
-    assert info.value.message == (
-        f"Invalid value compact for configuration {key}: log compaction is not supported "
-        "yet, so a compacted topic would grow forever; use delete"
-    )
+    cfg = resolve_topic_config(broker, overrides)
+    assert cfg["cleanup.policy"] == expected
+    assert cfg.log_config().compact
 
 
 def test_log_config_carries_resolved_values() -> None:

@@ -26,7 +26,9 @@ def local_config(data_dir: Path, **overrides: str) -> BrokerConfig:
 async def test_inert_settings_are_warned_about_once_at_start_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config = local_config(tmp_path, **{"group.max.size": "100", "log.cleaner.enable": "true"})
+    config = local_config(
+        tmp_path, **{"delete.topic.enable": "true", "transaction.max.timeout.ms": "60000"}
+    )
     server = RilletServer(config, str(uuid.uuid4()))
     with caplog.at_level(logging.WARNING):
         await server.start()
@@ -36,8 +38,8 @@ async def test_inert_settings_are_warned_about_once_at_start_up(
             await server.stop()
     warnings = [r.getMessage() for r in caplog.records if "no effect yet" in r.getMessage()]
     assert warnings == [
-        "These settings are accepted but have no effect yet: group.max.size "
-        "(consumer groups), log.cleaner.enable (log compaction)"
+        "These settings are accepted but have no effect yet: delete.topic.enable "
+        "(refusing topic deletion), transaction.max.timeout.ms (exactly-once delivery)"
     ]
 
 

@@ -340,7 +340,7 @@ def test_cleanup_logs_applies_retention_bytes(
         clock,
     )
     log = lm.get_or_create_log("t", 0)
-    # cleanup.policy without delete (empty: compact is refused until compaction exists).
+    # cleanup.policy without delete (empty: neither delete nor compact).
     compacted = lm.get_or_create_log("c", 0, overrides={"cleanup.policy": ""})
     fill(log, 120, value_size=300)
     fill(compacted, 120, value_size=300)
@@ -368,11 +368,18 @@ def test_cleanup_logs_applies_retention_bytes(
     assert lm.cleanup_logs() == 0
 
 
-def test_a_compacted_log_is_refused(tmp_path: Path, managers: list[LogManager]) -> None:
+def test_a_compacted_log_is_created_with_its_compaction_configs(
+    tmp_path: Path, managers: list[LogManager]
+) -> None:
     lm = start(managers, [tmp_path / "a"])
-    with pytest.raises(InvalidConfigurationError, match=r"cleanup\.policy: log compaction"):
-        lm.get_or_create_log("c", 0, overrides={"cleanup.policy": "compact"})
-    assert lm.get_log("c", 0) is None
+    log = lm.get_or_create_log(
+        "c", 0, overrides={"cleanup.policy": "compact", "delete.retention.ms": "5"}
+    )
+    assert log.config.compact and log.config.delete_retention_ms == 5
+    fill(log, 3)  # keyed records: a compacted log takes them
+    assert log.log_end_offset == 3
+    with pytest.raises(InvalidConfigurationError, match=r"cleanup\.policy"):
+        lm.get_or_create_log("x", 0, overrides={"cleanup.policy": "shred"})
 
 
 def test_cleanup_logs_stops_at_the_high_watermark(

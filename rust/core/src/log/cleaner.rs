@@ -379,7 +379,10 @@ impl CleaningJob {
         job.end_offset = (job.map.latest_offset() + 1)
             .max(first_dirty)
             .min(first_uncleanable);
-        job.stats.end_offset = job.end_offset;
+        // A checkpoint past the high watermark's segment (the high watermark went back, or
+        // the checkpoint came from elsewhere) is kept: the segments below are still cleaned
+        // (their expired tombstones dropped), but the checkpoint never moves back.
+        job.stats.end_offset = job.end_offset.max(first_dirty);
         job.stats.buffer_utilization = job.map.utilization();
         job.stats.map_elapsed_secs = started.elapsed().as_secs_f64();
         job.groups = group_segments_by_size(
