@@ -15,8 +15,9 @@ backlog, member processes of one group (KIP-848, the consumer's default protocol
 
 Settings: ``group.consumer.heartbeat.interval.ms`` 500 and ``group.consumer.session.timeout.ms``
 6000 (Kafka's defaults are 5000 and 45000: every time here scales with them; the join is
-measured once more on a node with Kafka's defaults); everything else Kafka's defaults. Members are processes, so on a 2-core machine a joining member competes
-for CPU with the others; the rate ratio includes that.
+measured once more on a node with Kafka's defaults); everything else Kafka's defaults.
+Members are processes, so on a 2-core machine a joining member competes for CPU with the
+others; the rate ratio includes that.
 
     python bench/groups.py                       # the reported run
     python bench/groups.py --records 2000000 --perf-records 1000000 --rounds 1 --skip-compaction
