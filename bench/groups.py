@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         c.stop()
     log("join with Kafka's default group settings (heartbeat 5 s, session 45 s)")
+    (work / "defaults").mkdir()
     d = Cluster(work / "defaults", voters=1)
     for n in d.nodes.values():
         n.extra["offsets.topic.replication.factor"] = "1"
