@@ -12,8 +12,9 @@ completions once those and all earlier records are committed.
 
 Clients behave as Kafka's: one heartbeat in flight, a full heartbeat after any failure, a
 revocation acknowledged at once, offsets committed from what they own (on revocation too),
-fetched before a new partition is consumed, and a member that heard no good answer for a
-session timeout gives its partitions up (the coordinator can only have fenced it later).
+fetched before a new partition is consumed, and a member that heard no good answer to a
+request sent within a session timeout gives its partitions up (the coordinator can only have
+fenced it later). A process's requests die with it (its connection closes).
 
 Invariants after every event (:class:`GroupInvariants`): no partition owned by two live
 members of a group (by the members' own views); a KIP-848 member owns only what the
@@ -44,6 +45,7 @@ CONSUMER_GROUP, CLASSIC_GROUP = "orders", "billing"
 TOPIC_IDS = {"foo": uuid.UUID(int=0xF00), "bar": uuid.UUID(int=0xBA2)}
 NAMES = {v: k for k, v in TOPIC_IDS.items()}
 TP = tuple[str, int]
+TICK_MS = 50  # how often a member acts
 Delivery = tuple[str, int, Any]  # client name, request id, response
 
 
@@ -207,9 +209,13 @@ class Client:
                 if tp in self.owned and self.positions.get(tp) is None:
                     self.positions[tp] = max(p.committed_offset, 1)
 
+    def too_late(self, sent_at: int) -> bool:
+        """Whether a session (less a margin: the member acts every tick) has passed since
+        ``sent_at``: the coordinator may have fenced it since, so nothing it owns is safe."""
+        return self.sim.now - sent_at >= self.sim.options.session_ms - 2 * TICK_MS
+
     def self_fence_due(self) -> bool:
-        session = self.sim.options.session_ms - 5  # a margin: the coordinator fences later
-        return bool(self.owned) and self.sim.now - self.last_good_sent >= session
+        return bool(self.owned) and self.too_late(self.last_good_sent)
 
 
 class ConsumerMember(Client):
@@ -260,6 +266,11 @@ class ConsumerMember(Client):
         if kind != "heartbeat":
             return
         now = self.sim.now
+        if response.error is None and self.too_late(sent_at):
+            # An answer from before its session ran out: it may have been fenced since.
+            self.drop(set(self.owned), "an answer older than a session")
+            self.epoch, self.full = 0, True
+            return
         if response.error is None:
             self.sim.invariants.on_epoch(self, response.member_epoch)
             self.epoch, self.full, self.last_good_sent = response.member_epoch, False, sent_at
@@ -355,6 +366,8 @@ class ClassicMember(Client):
         name = None if error is None else error.name
         if kind == "fetch":
             self.on_fetch(response)
+        elif name is None and self.too_late(sent_at):
+            self.rejoin("an answer older than a session", commit=False)
         elif name == "MEMBER_ID_REQUIRED":
             self.member_id, self.state = response.member_id, "idle"  # rejoin with it
         elif name is not None and (kind != "heartbeat" or self.state == "stable"):
@@ -682,11 +695,12 @@ class GroupSimulation:
         co = self.coordinator
         if kind == "client" and data.alive:
             data.tick()
-            self.push(self.now + 50, "client", data)
+            self.push(self.now + TICK_MS, "client", data)
         elif kind == "request":
             client, rid, rkind, request = data
-            self.log(f"{client.name} -> {rkind} {describe(request)}")
-            self._handle(client, rid, rkind, request)
+            if client.alive:  # a process's connection dies with it
+                self.log(f"{client.name} -> {rkind} {describe(request)}")
+                self._handle(client, rid, rkind, request)
         elif kind == "response":
             client, rid, response = data
             sent = client.inflight.pop(rid, None)

@@ -32,6 +32,7 @@ Layout::
 
 How a driver runs a shard (the contract)::
 
+    # topics: every topic of the cluster (name -> (topic id, partitions)), before loading
     shard = GroupCoordinatorShard(partition, config, rng=random.Random(), topics=topics)
     for key, value in read_partition(partition):     # loading: replay the whole partition
         shard.replay(key, value)                     # value None is a tombstone
