@@ -195,31 +195,7 @@ class RaftNode:
 
     def next_deadline_ms(self) -> int | None:
         """The earliest time at which :meth:`tick` has something to do (None: nothing)."""
-        state = self._quorum.state
-        deadlines: list[int | None]
-        if isinstance(state, LeaderState):
-            deadlines = [deadline for _, deadline in state.parked_fetches.values()]
-            if self._config.check_quorum:
-                deadlines.append(state.check_quorum_deadline_ms)
-            if state.begin_quorum_unacked:
-                deadlines.append(state.begin_quorum_resend_at_ms)
-        elif isinstance(state, CandidateState):
-            if state.backoff_until_ms is not None:
-                deadlines = [state.backoff_until_ms]
-            else:
-                deadlines = [state.election_deadline_ms]
-                if state.unrecorded_voters():
-                    deadlines.append(state.vote_resend_at_ms)
-        elif isinstance(state, FollowerState):
-            deadlines = [state.fetch_deadline_ms, state.fetch_at_ms]
-        elif isinstance(state, UnattachedState):
-            deadlines = [state.election_deadline_ms, state.discovery_at_ms]
-        elif isinstance(state, VotedState):
-            deadlines = [state.election_deadline_ms]
-        else:
-            deadlines = [state.election_deadline_ms]
-            if state.end_quorum_unacked:
-                deadlines.append(state.end_quorum_resend_at_ms)
+        deadlines = self._quorum.state.deadlines(self._config.check_quorum)
         present = [d for d in deadlines if d is not None]
         return min(present) if present else None
 
@@ -568,19 +544,14 @@ class RaftNode:
             if granted and isinstance(state, UnattachedState):
                 quorum.transition_to_voted(quorum.epoch, candidate, now_ms)
             elif isinstance(state, CandidateState) and not state.pre_vote:
-                self._on_split_vote(state, candidate, now_ms)
+                # A rival candidate of our epoch voted for itself: the vote is split. Back off
+                # now (the short randomized backoff, still counting grants) instead of waiting
+                # out the election timeout for a voter that may be the dead leader; giving up
+                # early is safe, and the backoff grows with each retry.
+                state.record_vote(candidate, granted=False)
+                if not self._maybe_conclude_election(state, now_ms) and not state.is_backing_off:
+                    self._start_backoff(state, now_ms)
         self._send_vote_response(request, granted=granted, error=Errors.NONE)
-
-    def _on_split_vote(self, state: CandidateState, rival: int, now_ms: int) -> None:
-        """Another candidate stands in our epoch, so it voted for itself and the vote is
-        split. Waiting out the whole election timeout for a voter that may be down (the old
-        leader, typically) would cost a second or more; instead back off now, for the short
-        randomized election backoff, counting any grant that still arrives meanwhile. Giving
-        up a candidacy early is always safe; the backoff grows with each retry, so the
-        candidates fall apart even on a slow network."""
-        state.record_vote(rival, granted=False)
-        if not self._maybe_conclude_election(state, now_ms) and not state.is_backing_off:
-            self._start_backoff(state, now_ms)
 
     def _send_vote_response(self, request: VoteRequest, *, granted: bool, error: Errors) -> None:
         self._send(

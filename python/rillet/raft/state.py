@@ -68,6 +68,11 @@ class _Role:
         aside): one vote per epoch (Raft §5.2)."""
         return False
 
+    def deadlines(self, check_quorum: bool) -> list[int | None]:
+        """When this role's timers fire (None: a timer not set); the node ticks at the
+        earliest."""
+        return []
+
     def __repr__(self) -> str:
         return f"{self.name}(epoch={self.epoch})"
 
@@ -86,6 +91,9 @@ class UnattachedState(_Role):
         self.election_deadline_ms = election_deadline_ms
         self.discovery_at_ms = discovery_at_ms
 
+    def deadlines(self, check_quorum: bool) -> list[int | None]:
+        return [self.election_deadline_ms, self.discovery_at_ms]
+
     def can_grant_vote(self, candidate_id: int) -> bool:
         return True
 
@@ -99,6 +107,9 @@ class VotedState(_Role):
         super().__init__(epoch)
         self.voted_id = voted_id
         self.election_deadline_ms = election_deadline_ms
+
+    def deadlines(self, check_quorum: bool) -> list[int | None]:
+        return [self.election_deadline_ms]
 
     def election(self) -> ElectionState:
         return ElectionState(self.epoch, self.voted_id, None)
@@ -149,6 +160,12 @@ class CandidateState(_Role):
         self.retained_leader_id = retained_leader_id
         self.granted: set[int] = {local_id}
         self.rejected: set[int] = set()
+
+    def deadlines(self, check_quorum: bool) -> list[int | None]:
+        if self.backoff_until_ms is not None:
+            return [self.backoff_until_ms]
+        resend = [self.vote_resend_at_ms] if self.unrecorded_voters() else []
+        return [self.election_deadline_ms, *resend]
 
     @property
     def target_epoch(self) -> int:
@@ -246,6 +263,14 @@ class LeaderState(_Role):
         self.check_quorum_deadline_ms = now_ms + check_quorum_timeout_ms
         self.fetched_since_check: set[int] = {local_id}
 
+    def deadlines(self, check_quorum: bool) -> list[int | None]:
+        out: list[int | None] = [deadline for _, deadline in self.parked_fetches.values()]
+        if check_quorum:
+            out.append(self.check_quorum_deadline_ms)
+        if self.begin_quorum_unacked:
+            out.append(self.begin_quorum_resend_at_ms)
+        return out
+
     @property
     def leader_id(self) -> int:
         return self.local_id
@@ -340,6 +365,9 @@ class FollowerState(_Role):
         self.snapshot: SnapshotId | None = None
         self.snapshot_data = bytearray()
 
+    def deadlines(self, check_quorum: bool) -> list[int | None]:
+        return [self.fetch_deadline_ms, self.fetch_at_ms]
+
     @property
     def leader_id(self) -> int:
         return self._leader_id
@@ -377,6 +405,10 @@ class ResignedState(_Role):
         self.election_deadline_ms = election_deadline_ms
         self.end_quorum_unacked: set[int] = set(voters) - {local_id}
         self.end_quorum_resend_at_ms = end_quorum_resend_at_ms
+
+    def deadlines(self, check_quorum: bool) -> list[int | None]:
+        resend = [self.end_quorum_resend_at_ms] if self.end_quorum_unacked else []
+        return [self.election_deadline_ms, *resend]
 
     def election(self) -> ElectionState:
         return ElectionState(self.epoch, self.local_id, self.local_id)
