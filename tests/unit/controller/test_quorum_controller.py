@@ -143,18 +143,24 @@ def test_incremental_alter_configs() -> None:
         "retention.ms": "100",
         "cleanup.policy": "delete",
     }
-    # APPEND and SUBTRACT edit a list config; compact is refused until compaction exists.
+    # APPEND and SUBTRACT edit a list config, each value checked.
     compact = c.incremental_alter_configs(
         [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("cleanup.policy", "APPEND", "compact")])]
     )
-    assert isinstance(compact.response[0], errors.InvalidConfigurationError)
-    assert "log compaction is not supported yet" in compact.response[0].message
-    assert compact.records == []
-    shed = c.incremental_alter_configs(
-        [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("cleanup.policy", "SUBTRACT", "delete")])]
+    assert compact.response == [None]
+    commit(c, compact.records)
+    assert c.image.topic_config("t")["cleanup.policy"] == "delete,compact"
+    bogus = c.incremental_alter_configs(
+        [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("cleanup.policy", "APPEND", "shred")])]
     )
-    commit(c, shed.records)
-    assert c.image.topic_config("t")["cleanup.policy"] == ""
+    assert isinstance(bogus.response[0], errors.InvalidConfigurationError)
+    assert bogus.records == []
+    for value, left in (("delete", "compact"), ("compact", "")):
+        shed = c.incremental_alter_configs(
+            [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("cleanup.policy", "SUBTRACT", value)])]
+        )
+        commit(c, shed.records)
+        assert c.image.topic_config("t")["cleanup.policy"] == left
     bad = c.incremental_alter_configs(
         [(ConfigResourceType.TOPIC, "t", [AlterConfigOp("retention.ms", "SET", "x")])]
     )
