@@ -16,8 +16,9 @@
 //! `LogCleaner` split by concern: `cleanable` (what may be cleaned, how dirty a log is),
 //! `offset_map` (the key -> last offset map), `cleaner` (planning, cleaning, swapping in),
 //! `swap` (the `.cleaned` / `.swap` files, and finishing an interrupted swap at open, which
-//! `loader` calls first). Producer state (`producer_state.rs`) gets a module of its own when
-//! it is built.
+//! `loader` calls first). Producer state is Kafka's `ProducerStateManager`: `producer_state`
+//! (validation, duplicates, expiry, truncation) and `producer_snapshot` (the `.snapshot`
+//! files); neither is wired into `Log` yet.
 
 mod checkpoint;
 mod cleanable;
@@ -29,6 +30,8 @@ mod loader;
 #[allow(clippy::module_inception)]
 mod log;
 mod offset_map;
+pub mod producer_snapshot;
+pub mod producer_state;
 mod scan;
 mod segment;
 mod swap;
@@ -47,6 +50,12 @@ pub use log::{
     MAX_TIMESTAMP,
 };
 pub use offset_map::SkimpyOffsetMap;
+pub use producer_snapshot::{snapshot_file, PRODUCER_SNAPSHOT_FILE_SUFFIX};
+pub use producer_state::{
+    AppendOrigin, BatchMetadata, CompletedTxn, ProducerBatch, ProducerStateEntry,
+    ProducerStateError, ProducerStateManager, Validation, DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    NUM_BATCHES_TO_RETAIN,
+};
 pub use scan::BatchScanner;
 pub use segment::{
     log_file_name, Segment, TimestampAndOffset, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
