@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,12 @@ from rillet.errors import (
     error_for_code,
 )
 from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc
+from rillet.protocol.group import (
+    offset_commit_request_to_pb,
+    offset_fetch_request_to_pb,
+    offset_fetch_response_from_pb,
+    partition_errors_from_pb,
+)
 from rillet.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["ConsumerGroupAdmin", "GroupDescription", "GroupListing", "MemberDescription"]
@@ -66,13 +73,14 @@ def _error(code: int, message: str) -> KafkaError | None:
     return error_for_code(code)(message) if code else None
 
 
-class ConsumerGroupAdmin:
+class ConsumerGroupAdmin(ABC):
     """Mixed into :class:`~rillet.client.admin.AdminClient`."""
 
     _timeout: float
 
-    def describe_cluster(self) -> dict[str, Any]:  # pragma: no cover - the AdminClient's
-        raise NotImplementedError
+    @abstractmethod
+    def describe_cluster(self) -> dict[str, Any]:
+        """The AdminClient's: the brokers to ask."""
 
     def _group_call(self, address: str, name: str, request: Any) -> Any:
         channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
@@ -224,53 +232,28 @@ class ConsumerGroupAdmin:
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (of ``partitions``, or all it has)."""
-        group = group_pb2.OffsetFetchRequest.Group(group_id=group_id)
-        if partitions is not None:
-            group.topics.SetInParent()
-            by_topic: dict[str, list[int]] = {}
-            for tp in sorted(partitions):
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            for topic, ps in by_topic.items():
-                group.topics.topics.add(name=topic, partition_indexes=ps)
+        request = offset_fetch_request_to_pb(group_id, partitions)
         _, response = self._on_coordinator(
             group_id,
             "OffsetFetch",
-            group_pb2.OffsetFetchRequest(groups=[group]),
+            request,
             lambda r: _error(r.groups[0].error_code, r.groups[0].error_message),
         )
         g = response.groups[0]
         err = _error(g.error_code, g.error_message)
         if err is not None:
             raise err
-        out = {}
-        for t in g.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    raise error_for_code(p.error_code)(p.error_message)
-                if p.committed_offset >= 0:
-                    epoch = p.committed_leader_epoch
-                    out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                        p.committed_offset, p.metadata, epoch if epoch >= 0 else None
-                    )
-        return out
+        found, errors = offset_fetch_response_from_pb(g)
+        for err in errors.values():
+            raise err
+        return found
 
     def alter_consumer_group_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> None:
         """Commit ``offsets`` for an inactive group (no members): what ``consumer-groups
         --reset-offsets --execute`` does. An active group refuses (Kafka's errors)."""
-        request = group_pb2.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1)
-        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
-        for tp, om in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
-        for topic, parts in by_topic.items():
-            t = request.topics.add(name=topic)
-            for p, om in parts:
-                part = t.partitions.add(
-                    partition_index=p, committed_offset=om.offset, committed_metadata=om.metadata
-                )
-                if om.leader_epoch is not None:
-                    part.committed_leader_epoch = om.leader_epoch
+        request = offset_commit_request_to_pb(group_id, offsets)
         _, response = self._on_coordinator(
             group_id, "OffsetCommit", request, lambda r: _first_partition_error(r.topics)
         )
@@ -296,11 +279,7 @@ class ConsumerGroupAdmin:
         err = _error(response.error_code, response.error_message)
         if err is not None:
             raise err
-        return {
-            TopicPartition(t.name, p.partition_index): _error(p.error_code, p.error_message)
-            for t in response.topics
-            for p in t.partitions
-        }
+        return partition_errors_from_pb(response.topics)
 
     def delete_consumer_groups(self, group_ids: Sequence[str]) -> dict[str, KafkaError | None]:
         """Delete empty groups with their offsets; NON_EMPTY_GROUP / GROUP_ID_NOT_FOUND per

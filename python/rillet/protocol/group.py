@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rillet.client.consumer.membership import Assignment, HeartbeatRequest, HeartbeatResponse
-from rillet.errors import error_for_code
+from rillet.errors import KafkaError, error_for_code
 from rillet.protocol.gen.v1 import group_pb2
+from rillet.types import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "assignment_from_pb",
     "assignment_to_pb",
     "heartbeat_request_to_pb",
     "heartbeat_response_from_pb",
+    "offset_commit_request_to_pb",
+    "offset_fetch_request_to_pb",
+    "offset_fetch_response_from_pb",
+    "partition_errors_from_pb",
 ]
 
 
@@ -71,3 +77,84 @@ def heartbeat_response_from_pb(pb: group_pb2.ConsumerGroupHeartbeatResponse) -> 
         heartbeat_interval_ms=pb.heartbeat_interval_ms,
         assignment=assignment,
     )
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
+def offset_commit_request_to_pb(
+    group_id: str,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    member_id: str = "",
+    epoch: int = -1,
+    instance_id: str | None = None,
+) -> group_pb2.OffsetCommitRequest:
+    """OffsetCommit as member ``member_id`` in ``epoch`` (member epoch or generation; -1
+    with no member outside the group protocol)."""
+    request = group_pb2.OffsetCommitRequest(
+        group_id=group_id, generation_id_or_member_epoch=epoch, member_id=member_id
+    )
+    if instance_id is not None:
+        request.group_instance_id = instance_id
+    for topic, parts in _by_topic(offsets).items():
+        t = request.topics.add(name=topic)
+        for p in parts:
+            om = offsets[TopicPartition(topic, p)]
+            part = t.partitions.add(
+                partition_index=p, committed_offset=om.offset, committed_metadata=om.metadata
+            )
+            if om.leader_epoch is not None:
+                part.committed_leader_epoch = om.leader_epoch
+    return request
+
+
+def partition_errors_from_pb(topics: Iterable[Any]) -> dict[TopicPartition, KafkaError | None]:
+    """Per-partition errors of an OffsetCommit or OffsetDelete response."""
+    return {
+        TopicPartition(t.name, p.partition_index): (
+            error_for_code(p.error_code)(p.error_message) if p.error_code else None
+        )
+        for t in topics
+        for p in t.partitions
+    }
+
+
+def offset_fetch_request_to_pb(
+    group_id: str,
+    partitions: Iterable[TopicPartition] | None,
+    member_id: str = "",
+    member_epoch: int | None = None,
+) -> group_pb2.OffsetFetchRequest:
+    """OffsetFetch of ``partitions`` (None: every partition the group has an offset for)."""
+    group = group_pb2.OffsetFetchRequest.Group(group_id=group_id, member_id=member_id)
+    if member_epoch is not None:
+        group.member_epoch = member_epoch
+    if partitions is not None:
+        group.topics.SetInParent()
+        for topic, ps in _by_topic(partitions).items():
+            group.topics.topics.add(name=topic, partition_indexes=ps)
+    return group_pb2.OffsetFetchRequest(groups=[group])
+
+
+def offset_fetch_response_from_pb(
+    group: group_pb2.OffsetFetchResponse.Group,
+) -> tuple[dict[TopicPartition, OffsetAndMetadata], dict[TopicPartition, KafkaError]]:
+    """One group's committed offsets (partitions without one left out), and the partitions
+    that failed."""
+    found: dict[TopicPartition, OffsetAndMetadata] = {}
+    errors: dict[TopicPartition, KafkaError] = {}
+    for t in group.topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if p.error_code:
+                errors[tp] = error_for_code(p.error_code)(p.error_message)
+            elif p.committed_offset >= 0:
+                epoch = p.committed_leader_epoch
+                found[tp] = OffsetAndMetadata(
+                    p.committed_offset, p.metadata, epoch if epoch >= 0 else None
+                )
+    return found, errors

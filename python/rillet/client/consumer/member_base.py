@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ _log = logging.getLogger("rillet.client.consumer.group")
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], Exception | None], Any]
 
 
-class GroupMemberBase:
+class GroupMemberBase(ABC):
     """The shared part; a subclass says who commits (:meth:`_identity`) and runs its
     membership in :meth:`poll`, :meth:`subscribe`, :meth:`unsubscribe` and :meth:`close`."""
 
@@ -56,30 +57,33 @@ class GroupMemberBase:
 
     # -- the membership (a subclass's) ---------------------------------------------------------
 
+    @abstractmethod
     def subscribe(
         self,
         topics: Iterable[str] | None,
         pattern: str | None,
         listener: ConsumerRebalanceListener | None,
     ) -> None:
-        raise NotImplementedError
+        """Join with this subscription (or change it)."""
 
+    @abstractmethod
     def unsubscribe(self) -> None:
-        raise NotImplementedError
+        """Revoke everything and leave the group."""
 
+    @abstractmethod
     def poll(self) -> None:
         """In every ``poll()``, before fetching: act on the membership; raise what is fatal."""
-        raise NotImplementedError
 
+    @abstractmethod
     def close(self, autocommit: bool, timeout_s: float) -> None:
-        raise NotImplementedError
+        """Commit (when asked), revoke, leave the group, stop the background thread."""
 
     # -- for subclasses ----------------------------------------------------------------------
 
+    @abstractmethod
     def _identity(self) -> tuple[str, int, str | None]:
         """(member id, member epoch or generation, group instance id) to commit with; ("",
         -1, None) outside the group protocol."""
-        raise NotImplementedError
 
     def _epoch_wait_s(self) -> float:
         """How long to wait for a newer epoch after STALE_MEMBER_EPOCH."""

@@ -20,6 +20,12 @@ from rillet.errors import (
     error_for_code,
 )
 from rillet.protocol.gen.v1 import group_pb2
+from rillet.protocol.group import (
+    offset_commit_request_to_pb,
+    offset_fetch_request_to_pb,
+    offset_fetch_response_from_pb,
+    partition_errors_from_pb,
+)
 from rillet.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["OffsetsClient"]
@@ -66,36 +72,15 @@ class OffsetsClient:
         generation; -1 outside the group protocol)."""
         if not offsets:
             return
-        request = group_pb2.OffsetCommitRequest(
-            group_id=self.client.group_id,
-            generation_id_or_member_epoch=epoch,
-            member_id=member_id,
+        request = offset_commit_request_to_pb(
+            self.client.group_id, offsets, member_id, epoch, instance_id
         )
-        if instance_id is not None:
-            request.group_instance_id = instance_id
-        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
-        for tp, om in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
-        for topic, parts in by_topic.items():
-            t = request.topics.add(name=topic)
-            for p, om in parts:
-                part = t.partitions.add(
-                    partition_index=p, committed_offset=om.offset, committed_metadata=om.metadata
-                )
-                if om.leader_epoch is not None:
-                    part.committed_leader_epoch = om.leader_epoch
 
         def attempt() -> dict[TopicPartition, KafkaError | None]:
             response = self.client.call(
                 lambda stub, t, md: stub.OffsetCommit(request, timeout=t, metadata=md)
             )
-            return {
-                TopicPartition(rt.name, rp.partition_index): (
-                    error_for_code(rp.error_code)(rp.error_message) if rp.error_code else None
-                )
-                for rt in response.topics
-                for rp in rt.partitions
-            }
+            return partition_errors_from_pb(response.topics)
 
         self._retrying(attempt)
 
@@ -107,18 +92,9 @@ class OffsetsClient:
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets of ``partitions`` (None: all it has); partitions
         without one are left out."""
-        group = group_pb2.OffsetFetchRequest.Group(group_id=self.client.group_id)
-        group.member_id = member_id
-        if member_epoch is not None:
-            group.member_epoch = member_epoch
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in sorted(partitions):
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            group.topics.SetInParent()
-            for topic, ps in by_topic.items():
-                group.topics.topics.add(name=topic, partition_indexes=ps)
-        request = group_pb2.OffsetFetchRequest(groups=[group])
+        request = offset_fetch_request_to_pb(
+            self.client.group_id, partitions, member_id, member_epoch
+        )
         found: dict[TopicPartition, OffsetAndMetadata] = {}
 
         def attempt() -> dict[TopicPartition, KafkaError | None]:
@@ -130,18 +106,9 @@ class OffsetsClient:
             (g,) = response.groups
             if g.error_code:
                 raise error_for_code(g.error_code)(g.error_message)
-            errors: dict[TopicPartition, KafkaError | None] = {}
-            for rt in g.topics:
-                for rp in rt.partitions:
-                    tp = TopicPartition(rt.name, rp.partition_index)
-                    if rp.error_code:
-                        errors[tp] = error_for_code(rp.error_code)(rp.error_message)
-                    elif rp.committed_offset >= 0:
-                        epoch = rp.committed_leader_epoch
-                        found[tp] = OffsetAndMetadata(
-                            rp.committed_offset, rp.metadata, epoch if epoch >= 0 else None
-                        )
-            return errors
+            offsets, errors = offset_fetch_response_from_pb(g)
+            found.update(offsets)
+            return dict(errors)
 
         self._retrying(attempt)
         return dict(found)
