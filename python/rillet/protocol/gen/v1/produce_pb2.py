@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rillet.protocol.gen.v1 import common_pb2 as rillet_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17rillet/v1/produce.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\"\xf5\x02\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12\x1d\n\x10transactional_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x12/\n\x06topics\x18\x04 \x03(\x0b\x32\x1f.rillet.v1.ProduceRequest.Topic\x1aN\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.rillet.v1.ProduceRequest.Partition\x1a\x8b\x01\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x16\n\x0erecord_batches\x18\x02 \x01(\x0c\x12\"\n\x07records\x18\x03 \x03(\x0b\x32\x11.rillet.v1.Record\x12/\n\x0b\x63ompression\x18\x04 \x01(\x0e\x32\x1a.rillet.v1.CompressionTypeB\x13\n\x11_transactional_id\"\x96\x04\n\x0fProduceResponse\x12\x30\n\x06topics\x18\x01 \x03(\x0b\x32 .rillet.v1.ProduceResponse.Topic\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\x05\x1aO\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x38\n\npartitions\x18\x02 \x03(\x0b\x32$.rillet.v1.ProduceResponse.Partition\x1a\x9e\x02\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x04 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12=\n\rrecord_errors\x18\x07 \x03(\x0b\x32&.rillet.v1.ProduceResponse.RecordError\x12\x33\n\x0e\x63urrent_leader\x18\x08 \x01(\x0b\x32\x1b.rillet.v1.LeaderIdAndEpoch\x1a\x45\n\x0bRecordError\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12!\n\x19\x62\x61tch_index_error_message\x18\x02 \x01(\t2R\n\x0eProduceService\x12@\n\x07Produce\x12\x19.rillet.v1.ProduceRequest\x1a\x1a.rillet.v1.ProduceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17rillet/v1/produce.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\"\xf5\x02\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12\x1d\n\x10transactional_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x12/\n\x06topics\x18\x04 \x03(\x0b\x32\x1f.rillet.v1.ProduceRequest.Topic\x1aN\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.rillet.v1.ProduceRequest.Partition\x1a\x8b\x01\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x16\n\x0erecord_batches\x18\x02 \x01(\x0c\x12\"\n\x07records\x18\x03 \x03(\x0b\x32\x11.rillet.v1.Record\x12/\n\x0b\x63ompression\x18\x04 \x01(\x0e\x32\x1a.rillet.v1.CompressionTypeB\x13\n\x11_transactional_id\"\xb2\x04\n\x0fProduceResponse\x12\x30\n\x06topics\x18\x01 \x03(\x0b\x32 .rillet.v1.ProduceResponse.Topic\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\x05\x1aO\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x38\n\npartitions\x18\x02 \x03(\x0b\x32$.rillet.v1.ProduceResponse.Partition\x1a\xba\x02\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x04 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12=\n\rrecord_errors\x18\x07 \x03(\x0b\x32&.rillet.v1.ProduceResponse.RecordError\x12\x33\n\x0e\x63urrent_leader\x18\x08 \x01(\x0b\x32\x1b.rillet.v1.LeaderIdAndEpoch\x12\x1a\n\x12\x62\x61tch_base_offsets\x18\t \x03(\x03\x1a\x45\n\x0bRecordError\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12!\n\x19\x62\x61tch_index_error_message\x18\x02 \x01(\t2R\n\x0eProduceService\x12@\n\x07Produce\x12\x19.rillet.v1.ProduceRequest\x1a\x1a.rillet.v1.ProduceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,13 +39,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PRODUCEREQUEST_PARTITION']._serialized_start=276
   _globals['_PRODUCEREQUEST_PARTITION']._serialized_end=415
   _globals['_PRODUCERESPONSE']._serialized_start=439
-  _globals['_PRODUCERESPONSE']._serialized_end=973
+  _globals['_PRODUCERESPONSE']._serialized_end=1001
   _globals['_PRODUCERESPONSE_TOPIC']._serialized_start=534
   _globals['_PRODUCERESPONSE_TOPIC']._serialized_end=613
   _globals['_PRODUCERESPONSE_PARTITION']._serialized_start=616
-  _globals['_PRODUCERESPONSE_PARTITION']._serialized_end=902
-  _globals['_PRODUCERESPONSE_RECORDERROR']._serialized_start=904
-  _globals['_PRODUCERESPONSE_RECORDERROR']._serialized_end=973
-  _globals['_PRODUCESERVICE']._serialized_start=975
-  _globals['_PRODUCESERVICE']._serialized_end=1057
+  _globals['_PRODUCERESPONSE_PARTITION']._serialized_end=930
+  _globals['_PRODUCERESPONSE_RECORDERROR']._serialized_start=932
+  _globals['_PRODUCERESPONSE_RECORDERROR']._serialized_end=1001
+  _globals['_PRODUCESERVICE']._serialized_start=1003
+  _globals['_PRODUCESERVICE']._serialized_end=1085
 # @@protoc_insertion_point(module_scope)

@@ -182,13 +182,16 @@ class ProduceResponse(_message.Message):
         LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
         RECORD_ERRORS_FIELD_NUMBER: _builtins.int
         CURRENT_LEADER_FIELD_NUMBER: _builtins.int
+        BATCH_BASE_OFFSETS_FIELD_NUMBER: _builtins.int
         partition: _builtins.int
         """The partition number."""
         error_code: _common_pb2.ErrorCode.ValueType
         """NONE on success; otherwise Kafka's error, e.g. NOT_LEADER_OR_FOLLOWER,
         UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
         INVALID_RECORD, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT,
-        KAFKA_STORAGE_ERROR, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE.
+        KAFKA_STORAGE_ERROR, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE; for idempotent and
+        transactional producers OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH and
+        INVALID_TXN_STATE.
         """
         error_message: _builtins.str
         """Detail for error_code; empty on success."""
@@ -212,6 +215,15 @@ class ProduceResponse(_message.Message):
             (KIP-951). Unset otherwise.
             """
 
+        @_builtins.property
+        def batch_base_offsets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+            """Set only when the partition's batches were not appended one after the other from
+            base_offset: an idempotent producer's retry whose first batches were already in the log
+            (duplicates, answered with their original offsets and not appended again). Then it holds
+            each batch's base offset, in the request's order. Empty otherwise: the batches start at
+            base_offset and follow each other.
+            """
+
         def __init__(
             self,
             *,
@@ -223,10 +235,11 @@ class ProduceResponse(_message.Message):
             log_start_offset: _builtins.int = ...,
             record_errors: _abc.Iterable[Global___ProduceResponse.RecordError] | None = ...,
             current_leader: _common_pb2.LeaderIdAndEpoch | None = ...,
+            batch_base_offsets: _abc.Iterable[_builtins.int] | None = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _typing.Literal["current_leader", b"current_leader"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["base_offset", b"base_offset", "current_leader", b"current_leader", "error_code", b"error_code", "error_message", b"error_message", "log_append_time_ms", b"log_append_time_ms", "log_start_offset", b"log_start_offset", "partition", b"partition", "record_errors", b"record_errors"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["base_offset", b"base_offset", "batch_base_offsets", b"batch_base_offsets", "current_leader", b"current_leader", "error_code", b"error_code", "error_message", b"error_message", "log_append_time_ms", b"log_append_time_ms", "log_start_offset", b"log_start_offset", "partition", b"partition", "record_errors", b"record_errors"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
