@@ -29,6 +29,7 @@ from rillet.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "MetadataDelta",
     "MetadataImage",
     "PartitionRegistration",
+    "ProducerIdsImage",
     "TopicImage",
 ]
 
@@ -130,6 +132,19 @@ class BrokerRegistration:
 
 
 @dataclass(frozen=True)
+class ProducerIdsImage:
+    """Where the next block of producer ids starts (Kafka's ProducerIdsImage, KIP-730):
+    every id below ``next_producer_id`` has been given to some broker. -1 until the first
+    block is given (the first block then starts at 0)."""
+
+    next_producer_id: int = -1
+
+    @property
+    def is_empty(self) -> bool:
+        return self.next_producer_id < 0
+
+
+@dataclass(frozen=True)
 class MetadataImage:
     """The whole cluster metadata at ``offset`` (the last record applied; -1 when empty)."""
 
@@ -143,6 +158,7 @@ class MetadataImage:
         default_factory=lambda: MappingProxyType({})
     )
     features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    producer_ids: ProducerIdsImage = ProducerIdsImage()
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -197,6 +213,7 @@ class MetadataDelta:
         self._configs: dict[tuple[ConfigResourceType, str], dict[str, str]] = {}
         self._removed_topics: dict[uuid.UUID, TopicImage] = {}
         self._features: dict[str, int] = dict(image.features)
+        self._next_producer_id = image.producer_ids.next_producer_id
         self._snapshot_end: int | None = None
 
     @classmethod
@@ -210,6 +227,7 @@ class MetadataDelta:
         delta._topics = {}
         delta._brokers = {}
         delta._features = {}
+        delta._next_producer_id = -1
         delta._configs = {key: {} for key in image.configs}
         return delta
 
@@ -280,6 +298,15 @@ class MetadataDelta:
                     self._features.pop(name, None)
                 else:
                     self._features[name] = level
+            case ProducerIdsRecord(next_producer_id=next_id):
+                # Blocks only move forward: a record that does not is a corrupt log, and
+                # replaying it would hand out ids twice.
+                if next_id <= self._next_producer_id:
+                    raise KafkaStorageError(
+                        f"metadata log moves the next producer id back from "
+                        f"{self._next_producer_id} to {next_id}"
+                    )
+                self._next_producer_id = next_id
             case NoOpRecord():
                 pass
             case _:
@@ -330,6 +357,11 @@ class MetadataDelta:
             brokers=MappingProxyType(dict(self._brokers)),
             configs=MappingProxyType(configs),
             features=MappingProxyType(dict(self._features)),
+            producer_ids=(
+                self.image.producer_ids
+                if self._next_producer_id == self.image.producer_ids.next_producer_id
+                else ProducerIdsImage(self._next_producer_id)
+            ),
         )
 
     def partition_changes(self) -> list[PartitionChange]:

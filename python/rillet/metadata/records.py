@@ -23,6 +23,7 @@ __all__ = [
     "NoOpRecord",
     "PartitionChangeRecord",
     "PartitionRecord",
+    "ProducerIdsRecord",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
     "TopicRecord",
@@ -138,6 +139,17 @@ class FeatureLevelRecord:
 
 
 @dataclass(frozen=True)
+class ProducerIdsRecord:
+    """The active controller gave a block of producer ids to ``broker_id`` (KIP-730): every
+    id below ``next_producer_id`` is taken. A snapshot writes one with ``broker_id`` and
+    ``broker_epoch`` -1 to carry ``next_producer_id`` alone."""
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True)
 class NoOpRecord:
     """Written by a new controller to commit its epoch; changes nothing."""
 
@@ -153,5 +165,6 @@ MetadataRecord = (
     | FenceBrokerRecord
     | UnfenceBrokerRecord
     | FeatureLevelRecord
+    | ProducerIdsRecord
     | NoOpRecord
 )

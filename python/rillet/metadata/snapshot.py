@@ -2,8 +2,9 @@
 policy that decides when a node writes one.
 
 A snapshot holds the fewest records that replay into the same image: the finalized features,
-every broker registration (with its fenced state), every topic with its partitions (leader
-and partition epochs included, and a reassignment in progress) and every config. Replaying
+every broker registration (with its fenced state), where the next block of producer ids
+starts, every topic with its partitions (leader and partition epochs included, and a
+reassignment in progress) and every config. Replaying
 them on an empty image gives the image back (``image_from_records``), which is how a node
 starts from its latest snapshot and how a node that fetched one from the leader catches up.
 
@@ -23,6 +24,7 @@ from rillet.metadata.records import (
     FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
 )
@@ -50,6 +52,9 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                 b.broker_id, b.incarnation_id, b.broker_epoch, b.endpoints, b.rack, b.fenced
             )
         )
+    if not image.producer_ids.is_empty:
+        # As Kafka's ProducerIdsImage writes it: no broker, only where the next block starts.
+        out.append(ProducerIdsRecord(-1, -1, image.producer_ids.next_producer_id))
     for topic in sorted(image.topics(), key=lambda t: t.name):
         out.append(TopicRecord(topic.name, topic.topic_id))
         for p, reg in sorted(topic.partitions.items()):

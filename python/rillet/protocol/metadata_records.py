@@ -20,6 +20,7 @@ from rillet.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -127,6 +128,14 @@ def encode_record(record: MetadataRecord) -> bytes:
             m.feature_level.CopyFrom(
                 pb.FeatureLevelRecord(name=record.name, feature_level=record.feature_level)
             )
+        case ProducerIdsRecord():
+            m.producer_ids.CopyFrom(
+                pb.ProducerIdsRecord(
+                    broker_id=record.broker_id,
+                    broker_epoch=record.broker_epoch,
+                    next_producer_id=record.next_producer_id,
+                )
+            )
         case NoOpRecord():
             m.no_op.CopyFrom(pb.NoOpRecord())
     return m.SerializeToString()
@@ -211,6 +220,9 @@ def decode_record(data: bytes) -> MetadataRecord:
         return UnfenceBrokerRecord(m.unfence_broker.broker_id, m.unfence_broker.broker_epoch)
     if kind == "feature_level":
         return FeatureLevelRecord(m.feature_level.name, m.feature_level.feature_level)
+    if kind == "producer_ids":
+        ids = m.producer_ids
+        return ProducerIdsRecord(ids.broker_id, ids.broker_epoch, ids.next_producer_id)
     if kind == "no_op":
         return NoOpRecord()
     raise CorruptRecordError(f"unsupported metadata record type {kind!r}")

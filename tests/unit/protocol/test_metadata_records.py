@@ -17,6 +17,7 @@ from rillet.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -53,6 +54,8 @@ RECORDS: list[MetadataRecord] = [
     FenceBrokerRecord(7, 12),
     UnfenceBrokerRecord(7, 12),
     FeatureLevelRecord("metadata.version", 20),
+    ProducerIdsRecord(7, 12, 3000),
+    ProducerIdsRecord(-1, -1, (1 << 63) - 1),
     NoOpRecord(),
 ]
 

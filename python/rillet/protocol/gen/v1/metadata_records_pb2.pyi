@@ -71,6 +71,7 @@ class MetadataRecord(_message.Message):
     BROKER_REGISTRATION_CHANGE_FIELD_NUMBER: _builtins.int
     FEATURE_LEVEL_FIELD_NUMBER: _builtins.int
     NO_OP_FIELD_NUMBER: _builtins.int
+    PRODUCER_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def topic(self) -> Global___TopicRecord: ...
     @_builtins.property
@@ -95,6 +96,8 @@ class MetadataRecord(_message.Message):
     def feature_level(self) -> Global___FeatureLevelRecord: ...
     @_builtins.property
     def no_op(self) -> Global___NoOpRecord: ...
+    @_builtins.property
+    def producer_ids(self) -> Global___ProducerIdsRecord: ...
     def __init__(
         self,
         *,
@@ -110,12 +113,13 @@ class MetadataRecord(_message.Message):
         broker_registration_change: Global___BrokerRegistrationChangeRecord | None = ...,
         feature_level: Global___FeatureLevelRecord | None = ...,
         no_op: Global___NoOpRecord | None = ...,
+        producer_ids: Global___ProducerIdsRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "config", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "feature_level", "no_op"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "config", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "feature_level", "no_op", "producer_ids"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 
@@ -585,6 +589,40 @@ class FeatureLevelRecord(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FeatureLevelRecord: _TypeAlias = FeatureLevelRecord  # noqa: Y015
+
+@_typing.final
+class ProducerIdsRecord(_message.Message):
+    """The active controller gave a block of producer ids to a broker (KIP-730): every id below
+    next_producer_id has been handed out, so the next block starts there. Replay only moves
+    next_producer_id forward; a snapshot holds the latest one (with broker_id and broker_epoch
+    -1), so a controller that restarts or takes over never hands out an id twice.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    NEXT_PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    """The broker the block went to; -1 in a snapshot."""
+    broker_epoch: _builtins.int
+    """That broker's epoch when it asked; -1 in a snapshot."""
+    next_producer_id: _builtins.int
+    """The first producer id of the next block (one past the last id of the block given out)."""
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+        next_producer_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "next_producer_id", b"next_producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProducerIdsRecord: _TypeAlias = ProducerIdsRecord  # noqa: Y015
 
 @_typing.final
 class NoOpRecord(_message.Message):
