@@ -11,7 +11,8 @@ calls :meth:`revert_to_committed` and continues from what the quorum committed.
 The controller dispatches; each concern has its own module: topics and partitions
 (:mod:`~rillet.controller.topics`), configs (:mod:`~rillet.controller.configs`), broker
 membership (:mod:`~rillet.controller.cluster`), leader elections
-(:mod:`~rillet.controller.elections`) and ISR changes (:mod:`~rillet.controller.isr`).
+(:mod:`~rillet.controller.elections`), ISR changes (:mod:`~rillet.controller.isr`) and
+producer id blocks (:mod:`~rillet.controller.producer_ids`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from rillet.controller import cluster, configs, elections, isr, reassignment, topics
+from rillet.controller import cluster, configs, elections, isr, producer_ids, reassignment, topics
 from rillet.controller.cluster import HeartbeatResult
 from rillet.controller.configs import AlterConfigOp
 from rillet.controller.elections import ElectionResults, ElectionType
 from rillet.controller.elr import maintain_elr
 from rillet.controller.isr import AlterPartitionResult, AlterPartitionState
+from rillet.controller.producer_ids import ProducerIdsBlock
 from rillet.controller.results import ControllerResult
 from rillet.controller.topics import CreatableTopic, TopicDefaults, TopicResult
 from rillet.errors import KafkaError
@@ -241,3 +243,11 @@ class QuorumController:
     ) -> ControllerResult[list[AlterPartitionResult]]:
         """A leader's ISR changes (KIP-497)."""
         return self._elr(isr.alter_partition(self.image, broker_id, broker_epoch, changes))
+
+    # -- producer ids ----------------------------------------------------------------------
+
+    def generate_next_producer_id(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControllerResult[ProducerIdsBlock]:
+        """AllocateProducerIds (KIP-730): the next block of producer ids for a broker."""
+        return producer_ids.generate_next_producer_id(self.image, broker_id, broker_epoch)

@@ -26,6 +26,7 @@ from rillet.controller import (
     ControllerResult,
     CreatableTopic,
     HeartbeatResult,
+    ProducerIdsBlock,
     QuorumController,
     TopicResult,
 )
@@ -116,6 +117,10 @@ class ControllerService:
         self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
     ) -> list[AlterPartitionResult]:
         return await self._write(lambda c: c.alter_partition(broker_id, broker_epoch, changes))
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        """The next block of producer ids for a broker (KIP-730), once its record commits."""
+        return await self._write(lambda c: c.generate_next_producer_id(broker_id, broker_epoch))
 
     def fence_stale_brokers(self) -> None:
         """Fence brokers whose session expired (scheduled every heartbeat interval on every

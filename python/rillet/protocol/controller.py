@@ -16,6 +16,7 @@ from rillet.controller import (
     CreatableTopic,
     ElectionResults,
     ElectionType,
+    ProducerIdsBlock,
     TopicResult,
 )
 from rillet.errors import KafkaError
@@ -23,6 +24,10 @@ from rillet.protocol.errors import error_from_wire, set_error
 from rillet.protocol.gen.v1 import admin_pb2, controller_pb2
 
 __all__ = [
+    "allocate_producer_ids_block_from_pb",
+    "allocate_producer_ids_request_from_pb",
+    "allocate_producer_ids_request_to_pb",
+    "allocate_producer_ids_response",
     "alter_configs_request_to_pb",
     "alter_configs_results_from_pb",
     "alter_partition_request_from_pb",
@@ -226,6 +231,45 @@ def alter_partition_results_from_pb(
         )
         for p in response.partitions
     ]
+
+
+# -- AllocateProducerIds (KIP-730) ------------------------------------------------------------
+
+
+def allocate_producer_ids_request_to_pb(
+    broker_id: int, broker_epoch: int
+) -> controller_pb2.AllocateProducerIdsRequest:
+    return controller_pb2.AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+
+
+def allocate_producer_ids_request_from_pb(
+    request: controller_pb2.AllocateProducerIdsRequest,
+) -> tuple[int, int]:
+    return request.broker_id, request.broker_epoch
+
+
+def allocate_producer_ids_response(
+    result: ProducerIdsBlock | BaseException,
+) -> controller_pb2.AllocateProducerIdsResponse:
+    if isinstance(result, BaseException):
+        response = controller_pb2.AllocateProducerIdsResponse(
+            producer_id_start=-1, producer_id_len=0
+        )
+        set_error(response, result)
+        return response
+    return controller_pb2.AllocateProducerIdsResponse(
+        producer_id_start=result.first_producer_id, producer_id_len=result.size
+    )
+
+
+def allocate_producer_ids_block_from_pb(
+    broker_id: int, response: controller_pb2.AllocateProducerIdsResponse
+) -> ProducerIdsBlock | KafkaError:
+    """The block given to ``broker_id``, or the error that refused it."""
+    err = error_from_wire(response.error_code, response.error_message)
+    if err is not None:
+        return err
+    return ProducerIdsBlock(broker_id, response.producer_id_start, response.producer_id_len)
 
 
 # -- ElectLeaders ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """ControllerService on the controller listener (Kafka's ControllerApis): AlterPartition from
-partition leaders, the admin requests brokers forward, and DescribeQuorum. Each call goes to
+partition leaders, AllocateProducerIds from brokers, the admin requests brokers forward, and
+DescribeQuorum. Each call goes to
 this node's :class:`~rillet.controller.service.ControllerService`, which answers only while
 it is the active controller; otherwise every result carries NOT_CONTROLLER and the broker
 tries the leader it learns of next."""
@@ -24,6 +25,8 @@ from rillet.protocol.admin import (
     reassignment_response,
 )
 from rillet.protocol.controller import (
+    allocate_producer_ids_request_from_pb,
+    allocate_producer_ids_response,
     alter_partition_request_from_pb,
     alter_partition_response,
     create_partitions_request_from_pb,
@@ -52,6 +55,16 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         except KafkaError as e:
             return alter_partition_response(e)
         return alter_partition_response(results)
+
+    async def AllocateProducerIds(
+        self, request: controller_pb2.AllocateProducerIdsRequest, context: Context
+    ) -> controller_pb2.AllocateProducerIdsResponse:
+        broker_id, epoch = allocate_producer_ids_request_from_pb(request)
+        try:
+            block = await self.controller.allocate_producer_ids(broker_id, epoch)
+        except KafkaError as e:
+            return allocate_producer_ids_response(e)
+        return allocate_producer_ids_response(block)
 
     async def CreateTopics(
         self, request: admin_pb2.CreateTopicsRequest, context: Context

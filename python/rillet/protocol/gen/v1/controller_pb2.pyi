@@ -3,6 +3,7 @@
 isort:skip_file
 The controller's API for brokers (Kafka's ControllerApis), served on the CONTROLLER listener
 next to QuorumService: ISR changes proposed by partition leaders (AlterPartition, KIP-497),
+blocks of producer ids for the brokers to hand out (AllocateProducerIds, KIP-730),
 the admin requests a broker forwards to the active controller (Kafka forwards CreateTopics 19,
 DeleteTopics 20, CreatePartitions 37, IncrementalAlterConfigs 44, ElectLeaders 43 and
 AlterPartitionReassignments 45 the same way), and DescribeQuorum for `rillet metadata-quorum`.
@@ -170,6 +171,68 @@ class AlterPartitionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AlterPartitionResponse: _TypeAlias = AlterPartitionResponse  # noqa: Y015
+
+@_typing.final
+class AllocateProducerIdsRequest(_message.Message):
+    """---------------------------------------------------------------------------------------------
+    AllocateProducerIds (KIP-730)
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    """The requesting broker."""
+    broker_epoch: _builtins.int
+    """Its broker epoch; one that is not its current registration's gets STALE_BROKER_EPOCH."""
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AllocateProducerIdsRequest: _TypeAlias = AllocateProducerIdsRequest  # noqa: Y015
+
+@_typing.final
+class AllocateProducerIdsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_START_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_LEN_FIELD_NUMBER: _builtins.int
+    error_code: _common_pb2.ErrorCode.ValueType
+    """NONE, or why no block was given (NOT_CONTROLLER, STALE_BROKER_EPOCH,
+    UNKNOWN_SERVER_ERROR once the ids are exhausted).
+    """
+    error_message: _builtins.str
+    """Detail for error_code; empty when there is none."""
+    producer_id_start: _builtins.int
+    """The first producer id of the block, inclusive; -1 on error."""
+    producer_id_len: _builtins.int
+    """The number of producer ids in the block; 0 on error."""
+    def __init__(
+        self,
+        *,
+        error_code: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        producer_id_start: _builtins.int = ...,
+        producer_id_len: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "producer_id_len", b"producer_id_len", "producer_id_start", b"producer_id_start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AllocateProducerIdsResponse: _TypeAlias = AllocateProducerIdsResponse  # noqa: Y015
 
 @_typing.final
 class ControllerCreatePartitionsRequest(_message.Message):

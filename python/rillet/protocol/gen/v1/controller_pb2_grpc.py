@@ -42,6 +42,11 @@ class ControllerServiceStub:
                 request_serializer=rillet_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
                 _registered_method=True)
+        self.AllocateProducerIds = channel.unary_unary(
+                '/rillet.v1.ControllerService/AllocateProducerIds',
+                request_serializer=rillet_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+                _registered_method=True)
         self.CreateTopics = channel.unary_unary(
                 '/rillet.v1.ControllerService/CreateTopics',
                 request_serializer=rillet_dot_v1_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
@@ -85,6 +90,13 @@ class ControllerServiceServicer:
 
     def AlterPartition(self, request, context):
         """A partition leader asks for its ISR to change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AllocateProducerIds(self, request, context):
+        """A broker asks for its next block of producer ids.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -146,6 +158,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.AlterPartition,
                     request_deserializer=rillet_dot_v1_dot_controller__pb2.AlterPartitionRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'AllocateProducerIds': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllocateProducerIds,
+                    request_deserializer=rillet_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
             ),
             'CreateTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTopics,
@@ -211,6 +228,33 @@ class ControllerService:
             '/rillet.v1.ControllerService/AlterPartition',
             rillet_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
             rillet_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AllocateProducerIds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.ControllerService/AllocateProducerIds',
+            rillet_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+            rillet_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,6 +3,7 @@
 isort:skip_file
 The controller's API for brokers (Kafka's ControllerApis), served on the CONTROLLER listener
 next to QuorumService: ISR changes proposed by partition leaders (AlterPartition, KIP-497),
+blocks of producer ids for the brokers to hand out (AllocateProducerIds, KIP-730),
 the admin requests a broker forwards to the active controller (Kafka forwards CreateTopics 19,
 DeleteTopics 20, CreatePartitions 37, IncrementalAlterConfigs 44, ElectLeaders 43 and
 AlterPartitionReassignments 45 the same way), and DescribeQuorum for `rillet metadata-quorum`.
@@ -46,6 +47,8 @@ class ControllerServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ControllerServiceAsyncStub: ...
     AlterPartition: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]
     """A partition leader asks for its ISR to change."""
+    AllocateProducerIds: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AllocateProducerIdsRequest, _controller_pb2.AllocateProducerIdsResponse]
+    """A broker asks for its next block of producer ids."""
     CreateTopics: _grpc.UnaryUnaryMultiCallable[_admin_pb2.CreateTopicsRequest, _admin_pb2.CreateTopicsResponse]
     """Create topics (forwarded by a broker; the same messages as AdminService's)."""
     DeleteTopics: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteTopicsRequest, _admin_pb2.DeleteTopicsResponse]
@@ -68,6 +71,8 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     AlterPartition: _aio.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]  # type: ignore[assignment]
     """A partition leader asks for its ISR to change."""
+    AllocateProducerIds: _aio.UnaryUnaryMultiCallable[_controller_pb2.AllocateProducerIdsRequest, _controller_pb2.AllocateProducerIdsResponse]  # type: ignore[assignment]
+    """A broker asks for its next block of producer ids."""
     CreateTopics: _aio.UnaryUnaryMultiCallable[_admin_pb2.CreateTopicsRequest, _admin_pb2.CreateTopicsResponse]  # type: ignore[assignment]
     """Create topics (forwarded by a broker; the same messages as AdminService's)."""
     DeleteTopics: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteTopicsRequest, _admin_pb2.DeleteTopicsResponse]  # type: ignore[assignment]
@@ -93,6 +98,14 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.AlterPartitionResponse, _abc.Awaitable[_controller_pb2.AlterPartitionResponse]]:
         """A partition leader asks for its ISR to change."""
+
+    @_abc_1.abstractmethod
+    def AllocateProducerIds(
+        self,
+        request: _controller_pb2.AllocateProducerIdsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.AllocateProducerIdsResponse, _abc.Awaitable[_controller_pb2.AllocateProducerIdsResponse]]:
+        """A broker asks for its next block of producer ids."""
 
     @_abc_1.abstractmethod
     def CreateTopics(
