@@ -1,6 +1,7 @@
 """The broker's one way to the active controller (Kafka's NodeToControllerChannelManager):
-registration and heartbeats, ISR changes (AlterPartition), and the admin requests a broker
-forwards (create/delete topics, create partitions, alter configs, auto topic creation).
+registration and heartbeats, ISR changes (AlterPartition), blocks of producer ids
+(AllocateProducerIds, KIP-730), and the admin requests a broker forwards (create/delete
+topics, create partitions, alter configs, auto topic creation).
 
 Every method raises a :class:`~rillet.errors.KafkaError` when the request as a whole
 fails (NOT_CONTROLLER when there is no active controller to take it, say); per-item
@@ -23,6 +24,7 @@ from rillet.controller import (
     ElectionResults,
     ElectionType,
     HeartbeatResult,
+    ProducerIdsBlock,
     TopicResult,
 )
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
@@ -52,6 +54,11 @@ class ControllerChannel(Protocol):
     async def alter_partition(
         self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
     ) -> list[AlterPartitionResult]: ...
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        """The next block of producer ids for this broker, once the controller committed it
+        (STALE_BROKER_EPOCH when ``broker_epoch`` is not its current registration's)."""
+        ...
 
     async def create_topics(
         self, topics: Sequence[CreatableTopic], validate_only: bool = False
@@ -108,6 +115,9 @@ class InProcessControllerChannel:
         self, broker_id: int, broker_epoch: int, changes: Sequence[AlterPartitionState]
     ) -> list[AlterPartitionResult]:
         return await self.service.alter_partition(broker_id, broker_epoch, changes)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        return await self.service.allocate_producer_ids(broker_id, broker_epoch)
 
     async def create_topics(
         self, topics: Sequence[CreatableTopic], validate_only: bool = False

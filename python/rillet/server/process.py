@@ -36,6 +36,7 @@ from rillet.broker.controller_channel import ControllerChannel, InProcessControl
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerLifecycleManager
 from rillet.broker.metadata_publisher import MetadataPublisher
+from rillet.broker.producer_id_manager import ProducerIdManager
 from rillet.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from rillet.broker.replica_manager import ReplicaManager
 from rillet.config import BrokerConfig, Endpoint
@@ -106,6 +107,7 @@ class RilletServer:
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None
         self.alter_partition: AlterPartitionManager | None = None
+        self.producer_ids: ProducerIdManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.apis: BrokerApis | None = None
         self.metadata_log: MetadataLog | None = None
@@ -244,6 +246,9 @@ class RilletServer:
         self.alter_partition = AlterPartitionManager(
             cfg.node_id, self.channel, lambda: life.broker_epoch
         )
+        self.producer_ids = ProducerIdManager(
+            cfg.node_id, self.channel, lambda: life.broker_epoch, self.clock
+        )
         fetchers = ReplicaFetcherManager(
             cfg.node_id,
             lambda tp: replicas.partitions.get(tp),
@@ -320,8 +325,8 @@ class RilletServer:
         if cfg.is_broker and cfg.broker_listeners:
             assert self.apis is not None
             name = (cfg.inter_broker_listener or cfg.broker_listeners[0]).listener_name
-            assert self.groups is not None
-            listener = broker_listener(self.apis, self.groups, self.clock, name)
+            assert self.groups is not None and self.producer_ids is not None
+            listener = broker_listener(self.apis, self.groups, self.producer_ids, self.clock, name)
             await self._listen(listener, cfg.broker_listeners)
         if cfg.is_controller and cfg.controller_listeners:
             listener = controller_listener(driver, self.controller, self.clock, self.cluster_id)
@@ -474,6 +479,8 @@ class RilletServer:
             self.driver = None
         if self.alter_partition is not None:
             await self.alter_partition.shutdown()
+        if self.producer_ids is not None:
+            await self.producer_ids.shutdown()
         await self.channel.close()
         if self.replicas is not None:
             self.replicas.shutdown()

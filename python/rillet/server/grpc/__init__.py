@@ -7,6 +7,8 @@ controller or the metadata quorum, and encode the answer. No request handling li
     fetch.py      FetchService: Fetch (responses written in place), ListOffsets
     metadata.py   MetadataService
     admin.py      AdminService
+    group.py      GroupService
+    transaction.py  TransactionService (InitProducerId)
     quorum.py     QuorumService (Raft RPCs, broker registration and heartbeats,
                   DescribeQuorum) and the Raft driver's transport to the other voters
 """

@@ -5,10 +5,11 @@ listener, whichever voter that is.
 The broker knows the active controller from the metadata log it follows: every node runs a
 replica of the quorum (a broker-only node as an observer), whose leader is the active
 controller. ``leader()`` reads it. While no leader is known, or the one called answers
-NOT_CONTROLLER or cannot be reached, a forwarded request (admin changes, AlterPartition) is
-retried every ``retry_backoff_ms`` until ``retry_timeout_ms`` has passed; registration and
-heartbeats fail at once, since the broker's lifecycle retries them on its own schedule. In
-combined mode ``local`` is this node's controller, called directly while it is the active one.
+NOT_CONTROLLER or cannot be reached, a forwarded request (admin changes, AlterPartition,
+AllocateProducerIds) is retried every ``retry_backoff_ms`` until ``retry_timeout_ms`` has
+passed; registration and heartbeats fail at once, since the broker's lifecycle retries them
+on its own schedule. In combined mode ``local`` is this node's controller, called directly
+while it is the active one.
 
 A call in flight to a controller that stops being the active one is abandoned as soon as the
 quorum names another (``leader_changed``), as Kafka's channel disconnects from the old
@@ -33,6 +34,7 @@ from rillet.controller import (
     ElectionResults,
     ElectionType,
     HeartbeatResult,
+    ProducerIdsBlock,
     TopicResult,
 )
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
@@ -40,6 +42,8 @@ from rillet.controller.service import ControllerService
 from rillet.errors import KafkaError, NotControllerError
 from rillet.protocol.admin import reassignment_requests_to_pb, reassignment_results_from_pb
 from rillet.protocol.controller import (
+    allocate_producer_ids_block_from_pb,
+    allocate_producer_ids_request_to_pb,
     alter_configs_request_to_pb,
     alter_configs_results_from_pb,
     alter_partition_request_to_pb,
@@ -224,6 +228,21 @@ class GrpcControllerChannel:
 
         return await self._call(
             lambda c: c.alter_partition(broker_id, broker_epoch, changes), remote, retry=True
+        )
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        async def remote(ch: grpc.aio.Channel) -> ProducerIdsBlock:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            r = await stub.AllocateProducerIds(
+                allocate_producer_ids_request_to_pb(broker_id, broker_epoch), **self._opts()
+            )
+            block = allocate_producer_ids_block_from_pb(broker_id, r)
+            if isinstance(block, KafkaError):
+                raise block
+            return block
+
+        return await self._call(
+            lambda c: c.allocate_producer_ids(broker_id, broker_epoch), remote, retry=True
         )
 
     # -- forwarded admin requests ----------------------------------------------------------

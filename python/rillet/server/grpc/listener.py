@@ -12,6 +12,7 @@ from grpc_reflection.v1alpha import reflection
 
 from rillet.broker.apis import BrokerApis
 from rillet.broker.group_coordinator import GroupCoordinator
+from rillet.broker.producer_id_manager import ProducerIdManager
 from rillet.config import Endpoint
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaStorageError
@@ -28,6 +29,8 @@ from rillet.protocol.gen.v1 import (
     produce_pb2,
     quorum_pb2,
     quorum_pb2_grpc,
+    transaction_pb2,
+    transaction_pb2_grpc,
 )
 from rillet.raft.driver import RaftDriver
 from rillet.scheduler import Clock
@@ -38,6 +41,7 @@ from rillet.server.grpc.group import GroupServicer
 from rillet.server.grpc.metadata import MetadataServicer
 from rillet.server.grpc.produce import ProduceServicer, add_produce_servicer
 from rillet.server.grpc.quorum import QuorumServicer
+from rillet.server.grpc.transaction import TransactionServicer
 
 __all__ = ["GRPC_SERVER_OPTIONS", "GrpcListener", "broker_listener", "controller_listener"]
 
@@ -88,11 +92,15 @@ def _service(file: FileDescriptor, name: str) -> str:
 
 
 def broker_listener(
-    apis: BrokerApis, groups: GroupCoordinator, clock: Clock, listener_name: str
+    apis: BrokerApis,
+    groups: GroupCoordinator,
+    producer_ids: ProducerIdManager,
+    clock: Clock,
+    listener_name: str,
 ) -> GrpcListener:
-    """The client API of a broker: produce, fetch, metadata, admin and groups. Brokers are described
-    with their ``listener_name`` endpoints; ``clock`` stamps records sent without a
-    timestamp."""
+    """The client API of a broker: produce, fetch, metadata, admin, groups and producer ids.
+    Brokers are described with their ``listener_name`` endpoints; ``clock`` stamps records
+    sent without a timestamp."""
     return GrpcListener(
         [
             lambda s: add_produce_servicer(ProduceServicer(apis, clock), s),
@@ -106,6 +114,9 @@ def broker_listener(
             lambda s: group_pb2_grpc.add_GroupServiceServicer_to_server(
                 GroupServicer(groups, listener_name), s
             ),
+            lambda s: transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
+                TransactionServicer(producer_ids), s
+            ),
         ],
         [
             _service(produce_pb2.DESCRIPTOR, "ProduceService"),
@@ -113,6 +124,7 @@ def broker_listener(
             _service(metadata_pb2.DESCRIPTOR, "MetadataService"),
             _service(admin_pb2.DESCRIPTOR, "AdminService"),
             _service(group_pb2.DESCRIPTOR, "GroupService"),
+            _service(transaction_pb2.DESCRIPTOR, "TransactionService"),
         ],
     )
 
