@@ -21,16 +21,29 @@ import random
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerState, LifecycleRequest
 from rillet.broker.metadata_publisher import MetadataPublisher
-from rillet.controller import ControllerConfig, ControllerResult, HeartbeatResult, QuorumController
+from rillet.broker.producer_id_manager import ProducerIdBlocks
+from rillet.controller import (
+    PRODUCER_ID_BLOCK_SIZE,
+    ControllerConfig,
+    ControllerResult,
+    HeartbeatResult,
+    ProducerIdsBlock,
+    QuorumController,
+)
 from rillet.controller.requests import BrokerRegistrationRequest
-from rillet.errors import KafkaError, NotControllerError, RequestTimedOutError
+from rillet.errors import (
+    CoordinatorLoadInProgressError,
+    KafkaError,
+    NotControllerError,
+    RequestTimedOutError,
+)
 from rillet.metadata.image import MetadataImage
-from rillet.metadata.records import BrokerEndpoint, MetadataRecord
+from rillet.metadata.records import BrokerEndpoint, MetadataRecord, ProducerIdsRecord
 from rillet.protocol.metadata_records import decode_entries, encode_record
 from rillet.raft import (
     LeaderState,
@@ -64,7 +77,25 @@ class LifecycleReply:
     result: int | HeartbeatResult | KafkaError
 
 
-Packet = Message | LifecycleCall | LifecycleReply
+@dataclass(frozen=True)
+class ProducerIdsCall:
+    """A broker's AllocateProducerIds (KIP-730) on the simulated network."""
+
+    source_id: int
+    destination_id: int
+    call_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class ProducerIdsReply:
+    source_id: int
+    destination_id: int
+    call_id: int
+    result: ProducerIdsBlock | KafkaError
+
+
+Packet = Message | LifecycleCall | LifecycleReply | ProducerIdsCall | ProducerIdsReply
 
 
 @dataclass(frozen=True)
@@ -77,6 +108,10 @@ class ClusterOptions:
     heartbeat_interval_ms: int = 500
     session_timeout_ms: int = 3_000
     request_timeout_ms: int = 1_000
+    # Every so often each registered broker hands out this many producer ids from the
+    # blocks the controller gives it (the real ProducerIdBlocks); 0: brokers ask for none.
+    producer_ids_interval_ms: int = 0
+    producer_ids_per_interval: int = 150
     raft: RaftConfig = field(
         default_factory=lambda: RaftConfig(
             election_timeout_ms=1000,
@@ -100,7 +135,7 @@ class Controller:
             ControllerConfig(broker_session_timeout_ms=sim.options.session_timeout_ms),
             random.Random(sim.rng.getrandbits(64)),
         )
-        self.pending: list[tuple[int, LifecycleReply]] = []
+        self.pending: list[tuple[int, LifecycleReply | ProducerIdsReply]] = []
 
 
 class Broker:
@@ -120,6 +155,9 @@ class Broker:
         self.call: LifecycleCall | None = None
         self.call_deadline_ms = 0
         self.endpoints = (BrokerEndpoint("PLAINTEXT", f"broker-{node_id}", 9092),)
+        self.producer_ids = ProducerIdBlocks(node_id)
+        self.producer_ids_call: ProducerIdsCall | None = None
+        self.producer_ids_deadline_ms = 0
 
 
 class _Event(NamedTuple):
@@ -159,6 +197,9 @@ class ClusterSimulation:
         self.committed: list[tuple[int, bytes]] = []
         self.images: dict[int, MetadataImage] = {}
         self.broker_epochs: dict[int, int] = {}
+        self.producer_id_blocks: list[ProducerIdsBlock] = []  # as brokers took them
+        self._producer_ids_checked = -1  # the last committed offset checked
+        self._next_producer_id = 0  # where the committed blocks end
         # The one pending wake-up per node (raft ticks, broker lifecycles): an event for
         # another time is stale and ignored.
         self._tick_at: dict[int, int] = {}
@@ -172,6 +213,8 @@ class ClusterSimulation:
             self._after_raft(b.node_id)
             self._lifecycle_at[b.node_id] = self.now
             self._push(self.now, "lifecycle", b.node_id)
+            if self.options.producer_ids_interval_ms:
+                self._push(self.now, "producer-ids", b.node_id)
 
     def raft_node(self, node_id: int) -> RaftNode:
         """A Raft replica with its own memory storage: a voter if ``node_id`` is a
@@ -213,7 +256,10 @@ class ClusterSimulation:
 
     def _dispatch(self, event: _Event) -> None:
         if event.kind == "deliver":
-            assert isinstance(event.data, Message | LifecycleCall | LifecycleReply)
+            assert isinstance(
+                event.data,
+                Message | LifecycleCall | LifecycleReply | ProducerIdsCall | ProducerIdsReply,
+            )
             self._deliver(event.data)
         elif event.kind == "tick":
             assert isinstance(event.data, int)
@@ -226,6 +272,10 @@ class ClusterSimulation:
             if self._lifecycle_at.get(event.data) == event.time:
                 del self._lifecycle_at[event.data]
                 self._run_lifecycle(self.brokers[event.data])
+        elif event.kind == "producer-ids":
+            assert isinstance(event.data, int)
+            self._hand_out_producer_ids(self.brokers[event.data])
+            self._push(self.now + self.options.producer_ids_interval_ms, "producer-ids", event.data)
         elif event.kind == "fence-check":
             assert isinstance(event.data, int)
             self._fence_check(self.controllers[event.data])
@@ -254,6 +304,12 @@ class ClusterSimulation:
         elif isinstance(packet, LifecycleReply):
             self.log(f"{packet.source_id}->{packet.destination_id} {packet.result}")
             self._handle_reply(self.brokers[packet.destination_id], packet)
+        elif isinstance(packet, ProducerIdsCall):
+            self.log(f"{packet.source_id}->{packet.destination_id} {packet}")
+            self._allocate_producer_ids(self.controllers[packet.destination_id], packet)
+        elif isinstance(packet, ProducerIdsReply):
+            self.log(f"{packet.source_id}->{packet.destination_id} {packet.result}")
+            self._on_producer_ids(self.brokers[packet.destination_id], packet)
         else:
             raft = self._raft(packet.destination_id)
             raft.step(packet, self.now)
@@ -279,6 +335,7 @@ class ClusterSimulation:
         if out.committed:
             self._check_committed(node_id, [(e.offset, e.payload) for e in out.committed])
             records = decode_entries(out.committed)
+            self._check_producer_id_records(records)
             if node_id in self.controllers:
                 self._apply_controller(self.controllers[node_id], records, out.high_watermark)
             elif records:
@@ -291,7 +348,10 @@ class ClusterSimulation:
             else:
                 c.controller.revert_to_committed()
                 for _, reply in c.pending:
-                    self._reply(c, reply.destination_id, reply.call_id, NotControllerError(""))
+                    if isinstance(reply, ProducerIdsReply):
+                        self._send(replace(reply, result=NotControllerError("")))
+                    else:
+                        self._reply(c, reply.destination_id, reply.call_id, NotControllerError(""))
                 c.pending = []
         deadline = raft.next_deadline_ms()
         if deadline is not None:
@@ -313,7 +373,10 @@ class ClusterSimulation:
     # -- the controllers -------------------------------------------------------------------
 
     def _write(
-        self, c: Controller, result: ControllerResult[object], reply: LifecycleReply | None
+        self,
+        c: Controller,
+        result: ControllerResult[object],
+        reply: LifecycleReply | ProducerIdsReply | None,
     ) -> None:
         """Propose ``result``'s records on the leader and send ``reply`` once they commit
         (at once when there are none)."""
@@ -362,6 +425,25 @@ class ClusterSimulation:
         response = result.response
         assert isinstance(response, int | HeartbeatResult)
         self._write(c, result, LifecycleReply(c.node_id, call.source_id, call.call_id, response))
+
+    def _allocate_producer_ids(self, c: Controller, call: ProducerIdsCall) -> None:
+        result: ProducerIdsBlock | KafkaError
+        if not c.raft.leader_ready:
+            result = NotControllerError("not active")
+        else:
+            try:
+                allocated = c.controller.generate_next_producer_id(
+                    call.source_id, call.broker_epoch
+                )
+            except KafkaError as e:
+                result = e
+            else:
+                reply = ProducerIdsReply(
+                    c.node_id, call.source_id, call.call_id, allocated.response
+                )
+                self._write(c, allocated, reply)  # type: ignore[arg-type]
+                return
+        self._send(ProducerIdsReply(c.node_id, call.source_id, call.call_id, result))
 
     def _fence_check(self, c: Controller) -> None:
         if c.raft.leader_ready:
@@ -419,6 +501,37 @@ class ClusterSimulation:
                 b.publisher.release()
                 life.mark_ready_to_unfence(self.now)
 
+    def _hand_out_producer_ids(self, b: Broker) -> None:
+        """Producers ask this broker for ids; it asks the controller for blocks as the real
+        ProducerIdManager does (one request at a time, a timeout is a failure)."""
+        blocks = b.producer_ids
+        if b.producer_ids_call is not None and self.now >= b.producer_ids_deadline_ms:
+            b.producer_ids_call = None
+            blocks.on_error(self.now)
+        for _ in range(self.options.producer_ids_per_interval):
+            try:
+                blocks.generate_producer_id()
+            except CoordinatorLoadInProgressError:
+                break
+        epoch = b.lifecycle.broker_epoch
+        leader = b.raft.leader_id
+        if epoch < 0 or leader is None or leader not in self.controllers:
+            return
+        if blocks.poll_request(self.now):
+            call = ProducerIdsCall(b.node_id, leader, next(self._calls), epoch)
+            b.producer_ids_call = call
+            b.producer_ids_deadline_ms = self.now + self.options.request_timeout_ms
+            self._send(call)
+
+    def _on_producer_ids(self, b: Broker, reply: ProducerIdsReply) -> None:
+        if b.producer_ids_call is None or b.producer_ids_call.call_id != reply.call_id:
+            return  # an answer to a call given up on
+        b.producer_ids_call = None
+        if isinstance(reply.result, KafkaError):
+            b.producer_ids.on_error(self.now)
+        elif b.producer_ids.on_block(reply.result, self.now) is None:
+            self._check_producer_id_block(b.node_id, reply.result)
+
     # -- invariants ------------------------------------------------------------------------
 
     def _check_committed(self, node_id: int, entries: list[tuple[int, bytes]]) -> None:
@@ -432,8 +545,41 @@ class ClusterSimulation:
             else:
                 self.fail(f"node {node_id} committed {offset} past a gap")
 
+    def _check_producer_id_records(self, records: Sequence[tuple[int, MetadataRecord]]) -> None:
+        """No two committed ProducerIdsRecords give overlapping blocks (KIP-730): each block
+        (the :data:`PRODUCER_ID_BLOCK_SIZE` ids before its ``next_producer_id``) starts at
+        or after the end of the ones committed before it. Checked once per offset (every
+        node commits the same records, see :meth:`_check_committed`)."""
+        for offset, record in records:
+            if offset <= self._producer_ids_checked:
+                continue
+            self._producer_ids_checked = offset
+            if isinstance(record, ProducerIdsRecord):
+                start = record.next_producer_id - PRODUCER_ID_BLOCK_SIZE
+                if start < self._next_producer_id:
+                    self.fail(
+                        f"ProducerIdsRecord at {offset} gives ids from {start}, but ids up to "
+                        f"{self._next_producer_id} were given already"
+                    )
+                self._next_producer_id = record.next_producer_id
+
+    def _check_producer_id_block(self, broker_id: int, block: ProducerIdsBlock) -> None:
+        """No two blocks brokers took overlap, whichever controller gave them, and each was
+        committed before its broker got it (a block answered before its record commits
+        could be given again by the next active controller)."""
+        if block.next_block_first_id > self._next_producer_id:
+            self.fail(f"broker {broker_id} took {block}, which was never committed")
+        for other in self.producer_id_blocks:
+            if (
+                block.first_producer_id <= other.last_producer_id
+                and other.first_producer_id <= block.last_producer_id
+            ):
+                self.fail(f"broker {broker_id} took {block}, which overlaps {other}")
+        self.producer_id_blocks.append(block)
+
     def check(self) -> None:
-        """After every event:
+        """After every event (and, for producer ids, as records commit and blocks arrive:
+        committed blocks and the blocks brokers take never overlap):
 
         - at most one active controller per epoch;
         - a broker's metadata image never moves back, and its epoch never decreases;
