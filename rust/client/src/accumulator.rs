@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use rillet_core::error::{Error, Result};
 use rillet_core::record::builder::{BatchBuilder, HeaderRef};
 use rillet_core::record::Compression;
-use rillet_core::record::RECORD_BATCH_OVERHEAD;
+use rillet_core::record::{NO_SEQUENCE, RECORD_BATCH_OVERHEAD};
 
 /// Settings, Kafka's names in the comments.
 #[derive(Debug, Clone, Copy)]
@@ -47,11 +47,32 @@ pub struct DrainedBatch {
     pub reserved: usize,
 }
 
+/// Who the batches are from when the producer is idempotent or transactional: its producer
+/// id and epoch, stamped with a per-partition sequence number into every batch it closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerIdentity {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub transactional: bool,
+}
+
+/// The sequence `increment` after `sequence`, wrapping past `i32::MAX` to 0 as Kafka's
+/// `DefaultRecordBatch.incrementSequence` does.
+pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
+    if sequence > i32::MAX - increment {
+        increment - (i32::MAX - sequence) - 1
+    } else {
+        sequence + increment
+    }
+}
+
 /// A batch taken from the accumulator and not yet closed.
 #[derive(Debug)]
 pub struct TakenBatch {
     pub partition: u32,
     pub batch_id: u64,
+    /// The batch's first sequence number, or -1 when the producer has no identity.
+    pub base_sequence: i32,
     /// `now_ms` when its first record was appended.
     pub created_ms: i64,
     /// Bytes this batch holds of the memory budget; give them back with `release`.
@@ -99,6 +120,10 @@ pub struct RecordAccumulator {
     used_memory: usize,
     /// Where the next `take` starts among the partitions it is given.
     drain_index: usize,
+    /// The idempotent producer's identity, stamped into batches as they are taken.
+    producer: Option<ProducerIdentity>,
+    /// Per partition, the sequence number of the next batch taken.
+    next_sequence: HashMap<u32, i32>,
 }
 
 impl RecordAccumulator {
@@ -117,7 +142,30 @@ impl RecordAccumulator {
             next_id: 0,
             used_memory: 0,
             drain_index: 0,
+            producer: None,
+            next_sequence: HashMap::new(),
         })
+    }
+
+    /// Stamp batches taken from now on with `producer` (None: no identity), every
+    /// partition's sequence starting again at 0: a new producer id or epoch starts its
+    /// sequences afresh (KIP-360).
+    pub fn set_producer(&mut self, producer: Option<ProducerIdentity>) {
+        self.producer = producer;
+        self.next_sequence.clear();
+    }
+
+    pub fn producer(&self) -> Option<ProducerIdentity> {
+        self.producer
+    }
+
+    /// The first of `count` sequence numbers of `partition`, which are then used: for a
+    /// closed batch stamped again after an epoch bump.
+    pub fn reserve_sequence(&mut self, partition: u32, count: i32) -> i32 {
+        let next = self.next_sequence.entry(partition).or_insert(0);
+        let base = *next;
+        *next = increment_sequence(base, count);
+        base
     }
 
     pub fn used_memory(&self) -> usize {
@@ -221,6 +269,19 @@ impl RecordAccumulator {
     /// or a newer batch follows it): a busy partition fills a request instead of sending one
     /// batch per request. A partition's batches come out in order.
     pub fn take(&mut self, partitions: &[u32], max_bytes: usize) -> Vec<TakenBatch> {
+        self.take_limited(partitions, &[], max_bytes)
+    }
+
+    /// [`Self::take`], taking at most `limits[i]` batches of `partitions[i]` (no limit where
+    /// `limits` is shorter). An idempotent producer keeps at most five batches of a partition
+    /// unacknowledged: the broker remembers a producer's last five batches to spot retries.
+    /// With a producer identity set, each batch gets the partition's next sequence numbers.
+    pub fn take_limited(
+        &mut self,
+        partitions: &[u32],
+        limits: &[usize],
+        max_bytes: usize,
+    ) -> Vec<TakenBatch> {
         let mut out = Vec::new();
         let n = partitions.len();
         if n == 0 {
@@ -233,6 +294,9 @@ impl RecordAccumulator {
             let mut took = false;
             for i in 0..n {
                 let p = partitions[(start + i) % n];
+                if limits.get((start + i) % n).is_some_and(|&l| pass >= l) {
+                    continue;
+                }
                 let Some(q) = self.queues.get_mut(&p) else {
                     continue;
                 };
@@ -244,19 +308,27 @@ impl RecordAccumulator {
                 if !out.is_empty() && total + size > max_bytes {
                     return out;
                 }
-                let b = q.pop_front().expect("front exists");
+                let mut b = q.pop_front().expect("front exists");
                 total += size;
                 took = true;
+                if q.is_empty() {
+                    self.queues.remove(&p);
+                }
+                let mut base_sequence = NO_SEQUENCE;
+                if let Some(id) = self.producer {
+                    base_sequence = self.reserve_sequence(p, b.builder.record_count());
+                    b.builder
+                        .producer(id.producer_id, id.producer_epoch, base_sequence)
+                        .transactional(id.transactional);
+                }
                 out.push(TakenBatch {
                     partition: p,
                     batch_id: b.id,
+                    base_sequence,
                     created_ms: b.created_ms,
                     reserved: b.reserved,
                     builder: b.builder,
                 });
-                if q.is_empty() {
-                    self.queues.remove(&p);
-                }
             }
             if !took {
                 break;
@@ -309,6 +381,7 @@ impl RecordAccumulator {
 mod tests {
     use super::*;
     use rillet_core::record::batch::decode_batches;
+    use rillet_core::record::BatchHeader;
 
     fn acc(batch_size: usize, linger_ms: i64, buffer_memory: usize) -> RecordAccumulator {
         RecordAccumulator::new(AccumulatorConfig {
@@ -408,5 +481,56 @@ mod tests {
         assert_eq!(a.drain(&[0, 1, 2], 10).unwrap().len(), 1);
         assert_eq!(a.drain(&[1, 2], 1 << 20).unwrap().len(), 2);
         assert_eq!(a.pending_batches(), 0);
+    }
+
+    #[test]
+    fn an_identity_stamps_sequences_per_partition_and_limits_hold() {
+        let mut a = acc(100, 0, 10_000);
+        for i in 0..6 {
+            let p = i % 2;
+            for _ in 0..3 {
+                a.append(p, 1, None, Some(&[0u8; 40]), &[], 0)
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        a.set_producer(Some(ProducerIdentity {
+            producer_id: 9,
+            producer_epoch: 2,
+            transactional: false,
+        }));
+        // At most one batch of partition 0 and two of partition 1.
+        let taken = a.take_limited(&[0, 1], &[1, 2], usize::MAX);
+        let seqs: Vec<(u32, i32, i32)> = taken
+            .iter()
+            .map(|t| (t.partition, t.base_sequence, t.record_count()))
+            .collect();
+        let mut firsts: HashMap<u32, Vec<i32>> = HashMap::new();
+        for (p, seq, _) in &seqs {
+            firsts.entry(*p).or_default().push(*seq);
+        }
+        assert_eq!(firsts[&0].len(), 1);
+        assert_eq!(firsts[&1].len(), 2);
+        assert_eq!(firsts[&0][0], 0);
+        assert_eq!(firsts[&1][0], 0);
+        let first_of_p1 = seqs.iter().find(|s| s.0 == 1).unwrap();
+        assert_eq!(
+            firsts[&1][1], first_of_p1.2,
+            "the second batch follows the first"
+        );
+        for t in taken {
+            let b = t.build().unwrap();
+            let h = BatchHeader::parse(&b.records).unwrap();
+            assert_eq!((h.producer_id, h.producer_epoch), (9, 2));
+        }
+        // A new epoch starts every partition's sequences again.
+        a.set_producer(Some(ProducerIdentity {
+            producer_id: 9,
+            producer_epoch: 3,
+            transactional: false,
+        }));
+        assert_eq!(a.reserve_sequence(1, 5), 0);
+        assert_eq!(a.reserve_sequence(1, 1), 5);
+        assert_eq!(increment_sequence(i32::MAX, 1), 0);
     }
 }

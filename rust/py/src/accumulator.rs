@@ -7,8 +7,9 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{PyTraverseError, PyVisit};
-use rillet_client::accumulator::{AccumulatorConfig, RecordAccumulator as Core};
+use rillet_client::accumulator::{AccumulatorConfig, ProducerIdentity, RecordAccumulator as Core};
 use rillet_client::partitioner::{Strategy, TopicPartitioner};
+use rillet_client::stamp::restamp_producer;
 use rillet_core::record::builder::HeaderRef;
 use rillet_core::record::Compression;
 
@@ -20,7 +21,8 @@ use crate::record::parse_compression;
 /// A batch taken by `RecordAccumulator.drain`: its slot and topic partition, the
 /// `ProduceRequestResult` its records' futures wait on, the `ClosedBatch` (or the exception
 /// that closing it raised), its record count, the buffer memory it holds (give it back with
-/// `release`) and when it was created.
+/// `release`), when it was created, and its first sequence number (-1 unless the producer
+/// has an identity: see `set_producer`).
 #[pyclass(module = "rillet._core", frozen, get_all)]
 pub struct DrainedBatch {
     slot: u32,
@@ -30,6 +32,7 @@ pub struct DrainedBatch {
     record_count: i32,
     reserved_bytes: usize,
     created_ms: i64,
+    base_sequence: i32,
 }
 
 #[pymethods]
@@ -68,6 +71,15 @@ impl ClosedBatch {
 
     fn __bytes__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.records)
+    }
+
+    /// A copy of this batch carrying another producer id, epoch and base sequence, its CRC
+    /// recomputed (the records are not touched): after an idempotent producer bumps its
+    /// epoch, the batches it has yet to deliver go out with the new epoch (KIP-360).
+    fn restamp(&self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> PyResult<Self> {
+        let mut records = self.records.clone();
+        restamp_producer(&mut records, producer_id, producer_epoch, base_sequence).py()?;
+        Ok(ClosedBatch { records })
     }
 }
 
@@ -403,20 +415,51 @@ impl RecordAccumulator {
         }
     }
 
+    /// Stamp every batch drained from now on with this producer id and epoch (and the
+    /// transactional flag), each partition's sequence numbers starting again at 0; `None`
+    /// for no identity (a producer that is not idempotent).
+    #[pyo3(signature = (producer_id = None, producer_epoch = 0, transactional = false))]
+    fn set_producer(
+        &self,
+        py: Python<'_>,
+        producer_id: Option<i64>,
+        producer_epoch: i16,
+        transactional: bool,
+    ) {
+        let identity = producer_id.map(|producer_id| ProducerIdentity {
+            producer_id,
+            producer_epoch,
+            transactional,
+        });
+        gil::lock(py, &self.state).core.set_producer(identity);
+    }
+
+    /// The first of `count` sequence numbers of `slot`, taken: for a batch stamped again
+    /// with `ClosedBatch.restamp`.
+    fn reserve_sequence(&self, py: Python<'_>, slot: u32, count: i32) -> i32 {
+        gil::lock(py, &self.state)
+            .core
+            .reserve_sequence(slot, count)
+    }
+
     /// Take and close batches of `slots` (as `ready` named them), up to `max_bytes` in all
-    /// (one at least; see rillet-core's `RecordAccumulator::take`). Batches are closed
-    /// (compressed, checksummed) outside the lock, so `send` goes on meanwhile, and without
-    /// the GIL unless they are small, so the thread calling `send` goes on too.
+    /// (one at least; see rillet-core's `RecordAccumulator::take`), and at most `limits[i]`
+    /// batches of `slots[i]` when `limits` is given. Batches are closed (compressed,
+    /// checksummed) outside the lock, so `send` goes on meanwhile, and without the GIL
+    /// unless they are small, so the thread calling `send` goes on too.
+    #[pyo3(signature = (slots, max_bytes, limits = None))]
     fn drain(
         &self,
         py: Python<'_>,
         slots: Vec<u32>,
         max_bytes: usize,
+        limits: Option<Vec<usize>>,
     ) -> PyResult<Vec<DrainedBatch>> {
         let mut taken = Vec::new();
         {
             let mut st = gil::lock(py, &self.state);
-            for t in st.core.take(&slots, max_bytes) {
+            let limits = limits.unwrap_or_default();
+            for t in st.core.take_limited(&slots, &limits, max_bytes) {
                 let result = st
                     .results
                     .remove(&t.batch_id)
@@ -437,7 +480,7 @@ impl RecordAccumulator {
                 .into_iter()
                 .map(|t| {
                     (
-                        t.partition,
+                        (t.partition, t.base_sequence),
                         t.created_ms,
                         t.reserved,
                         t.record_count(),
@@ -450,7 +493,7 @@ impl RecordAccumulator {
             .into_iter()
             .zip(meta)
             .map(
-                |((slot, created_ms, reserved, count, records), (tp, result))| {
+                |(((slot, base_sequence), created_ms, reserved, count, records), (tp, result))| {
                     let records = match records {
                         Ok(b) => Py::new(py, ClosedBatch { records: b.records })?.into_any(),
                         Err(e) => crate::errors::to_py(e).into_value(py).into_any(),
@@ -463,6 +506,7 @@ impl RecordAccumulator {
                         record_count: count,
                         reserved_bytes: reserved,
                         created_ms,
+                        base_sequence,
                     })
                 },
             )

@@ -141,18 +141,27 @@ def test_a_partitions_batches_share_a_request_with_their_own_offsets(broker: Min
 
 
 @pytest.mark.parametrize(
-    "config",
+    ("config", "message"),
     [
-        {"enable_idempotence": True},
-        {"enable.idempotence": "true"},
+        ({"acks": 1}, "Must set acks to all"),
+        ({"max.in.flight.requests.per.connection": 6}, "Must set max.in.flight"),
+        ({"retries": 0}, "Must set retries to non-zero"),
     ],
 )
-def test_the_idempotent_producer_is_refused_until_it_exists(config: dict[str, object]) -> None:
-    # Accepting it would promise retries without duplicates that nothing enforces yet.
-    with pytest.raises(InvalidConfigurationError) as info:
-        Producer({"bootstrap.servers": "localhost:9092", **config})
-    assert info.value.message.startswith(
-        "Invalid value True for configuration enable.idempotence: the idempotent producer "
-        "is not supported yet"
-    )
-    Producer(bootstrap_servers="localhost:9092", enable_idempotence=False).close()
+def test_idempotence_asked_for_refuses_configs_that_break_it(
+    config: dict[str, object], message: str
+) -> None:
+    # Kafka's ProducerConfig: an explicit enable.idempotence=true with a conflicting config
+    # is an error; without it idempotence quietly turns off.
+    with pytest.raises(InvalidConfigurationError, match=message):
+        Producer({"bootstrap.servers": "localhost:9092", "enable.idempotence": "true", **config})
+    p = Producer({"bootstrap.servers": "localhost:9092", **config})
+    try:
+        assert not p._idempotent
+    finally:
+        p.close(0)
+    p = Producer(bootstrap_servers="localhost:9092")
+    try:
+        assert p._idempotent
+    finally:
+        p.close(0)

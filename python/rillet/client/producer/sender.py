@@ -1,0 +1,477 @@
+"""The producer's sender thread (Kafka's ``Sender``): it drains ready batches from the
+accumulator, groups them by leader into one ProduceRequest per broker (up to
+``max_in_flight_requests_per_connection`` outstanding), completes the batches' futures from
+the answers, and retries what is retriable (refreshing metadata on leadership errors) until
+``delivery_timeout_ms``.
+
+With idempotence (the default) every batch carries the producer id, epoch and a sequence
+number per partition, and the sender keeps each partition's batches in order across
+retries, as Kafka does:
+- at most five batches of a partition are unacknowledged at once (the broker remembers a
+  producer's last five batches, which is how it recognises a retry of any of them);
+- a partition with a batch waiting for its retry takes no new batches, and its retries go
+  out, in sequence order, only once none of its batches is still on the wire;
+- when a batch's sequence can no longer be followed, the epoch is bumped once nothing is in
+  flight, and the batches still to deliver are stamped again (KIP-360).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from rillet._core import ClosedBatch, RecordAccumulator, encode_produce_request
+from rillet.client.cluster import ClusterMetadata
+from rillet.client.futures import ProduceRequestResult
+from rillet.client.producer.idempotence import IdempotentState
+from rillet.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    NotLeaderOrFollowerError,
+    OutOfOrderSequenceNumberError,
+    error_for_code,
+)
+from rillet.protocol import produce_pb2
+from rillet.types import TopicPartition
+
+__all__ = ["InFlightBatch", "Sender"]
+
+_log = logging.getLogger(__name__)
+
+# The broker keeps a producer's last five batches per partition to recognise retries.
+MAX_UNACKED_BATCHES_PER_PARTITION = 5
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class InFlightBatch:
+    slot: int
+    tp: TopicPartition
+    result: ProduceRequestResult
+    records: ClosedBatch | None  # None: closing the batch failed
+    count: int  # records in the batch
+    reserved: int
+    created_ms: int
+    base_sequence: int = -1
+    attempts: int = 0
+    retry_at: float = 0.0
+
+
+class Sender:
+    """Runs :meth:`run` on its own thread. ``lock`` guards the state it shares with the
+    producer's ``flush`` and ``close``; ``wake`` (a condition on it) is notified when batches
+    are ready or the sender should look again."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        acks: int,
+        accumulator: RecordAccumulator,
+        cluster: ClusterMetadata,
+        lock: threading.Lock,
+        wake: threading.Condition,
+        interceptors: list[Any],
+        idempotence: IdempotentState | None,
+        init_producer_id: Callable[[], tuple[int, int]] | None,
+    ) -> None:
+        self.config = config
+        self._acks = acks
+        self._accumulator = accumulator
+        self._cluster = cluster
+        self._lock = lock
+        self._wake = wake
+        self._interceptors = interceptors
+        self._idem = idempotence
+        self._init_producer_id = init_producer_id
+        self._max_request_size = int(config["max_request_size"])
+        self._memory_freed = threading.Condition(threading.Lock())
+        self.retries: list[InFlightBatch] = []
+        self.draining = False  # closing batches taken from the accumulator
+        self.in_flight = 0  # batches taken from the accumulator and not yet completed
+        self._in_flight_requests = 0
+        # Per slot: batches taken and not completed (idempotence), and batches of it in a
+        # request on the wire.
+        self._unresolved: dict[int, int] = defaultdict(int)
+        self._on_wire: dict[int, int] = defaultdict(int)
+        # With one request in flight, Kafka keeps order by sending one batch per partition at
+        # a time (a muted partition has a batch in flight).
+        self._guarantee_order = (
+            idempotence is None and int(config["max_in_flight_requests_per_connection"]) == 1
+        )
+        self._muted: set[int] = set()
+        self._stale_topics: set[str] = set()
+        self.flushing = 0
+        self.closed = False
+        # A fatal error (InitProducerId refused): every batch fails with it.
+        self.fatal: KafkaError | None = None
+
+    # -- memory ----------------------------------------------------------------------------
+
+    def wait_for_memory(self, timeout: float) -> None:
+        with self._memory_freed:
+            self._memory_freed.wait(timeout)
+
+    def _notify_memory(self) -> None:
+        with self._memory_freed:
+            self._memory_freed.notify_all()
+
+    def idle(self) -> bool:
+        """Nothing queued, being closed, waiting for a retry or in flight (call under
+        ``lock``)."""
+        return (
+            self._accumulator.pending_batches == 0
+            and not self.draining
+            and not self.retries
+            and self.in_flight == 0
+        )
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        max_in_flight = int(self.config["max_in_flight_requests_per_connection"])
+        while True:
+            if self.fatal is not None:
+                self._fail_everything()
+                with self._lock:
+                    if self.closed:
+                        return
+                    self._wake.wait(0.1)
+                continue
+            if self._idem is not None and not self._idem.has_id:
+                if self.closed:
+                    return
+                self._get_producer_id()
+                continue
+            with self._lock:
+                if self.closed:
+                    return
+                now = time.monotonic()
+                if self._in_flight_requests >= max_in_flight:
+                    self._wake.wait(0.1)
+                    continue
+                if self._idem is not None and self._idem.bump_needed:
+                    if self._in_flight_requests:
+                        self._wake.wait(0.1)
+                        continue
+                    if not self._bump_epoch():
+                        continue  # a new producer id is needed first
+                found = self._accumulator.ready(flush=self.flushing > 0)
+                ready, wait_ms = found.slots, found.next_ready_ms
+                due = self._due_retries(now)
+                ready, limits = self._drainable(ready)
+                if not ready and not due:
+                    timeout = 0.1 if wait_ms is None else max(wait_ms, 0) / 1000
+                    if self.retries:
+                        timeout = min(timeout, max(min(b.retry_at for b in self.retries) - now, 0))
+                    self._wake.wait(timeout)
+                    continue
+                due_ids = {id(b) for b in due}
+                self.retries = [b for b in self.retries if id(b) not in due_ids]
+                self.in_flight += len(due)
+                self.draining = bool(ready)
+                stale, self._stale_topics = self._stale_topics, set()
+            if stale:
+                with contextlib.suppress(KafkaError):
+                    self._cluster.refresh(stale)
+                for topic in stale:
+                    self._accumulator.forget_topic(topic)
+            # Batches are closed (and compressed) by the accumulator without its lock, so
+            # send() callers keep appending meanwhile. A batch that fails to close comes back
+            # as its exception; drain itself only fails when memory runs out.
+            try:
+                drained = (
+                    self._accumulator.drain(ready, self._max_request_size, limits) if ready else []
+                )
+            except Exception:
+                _log.exception("closing batches failed")
+                drained = []
+            batches = list(due)
+            broken: list[tuple[InFlightBatch, BaseException]] = []
+            for d in drained:
+                closed = None if isinstance(d.batch, BaseException) else d.batch
+                b = InFlightBatch(
+                    d.slot,
+                    d.topic_partition,
+                    d.result,
+                    closed,
+                    d.record_count,
+                    d.reserved_bytes,
+                    d.created_ms,
+                    d.base_sequence,
+                )
+                if isinstance(d.batch, BaseException):
+                    broken.append((b, d.batch))
+                else:
+                    batches.append(b)
+            with self._lock:
+                self.in_flight += len(drained)
+                self.draining = False
+                for d in drained:
+                    self._unresolved[d.slot] += 1
+                if self._guarantee_order:
+                    self._muted.update(b.slot for b in batches)
+            for b, err in broken:
+                self._fail(b, err)
+            if broken:
+                self._done_with([b for b, _ in broken], request=False)
+            try:
+                self._send(batches)
+            except Exception as e:  # never let the sender thread die
+                _log.exception("producer sender failed")
+                for b in batches:
+                    self._fail(b, e if isinstance(e, KafkaError) else KafkaError(str(e)))
+                self._done_with(batches, request=False)
+
+    def _due_retries(self, now: float) -> list[InFlightBatch]:
+        """Retries to send now (call under ``lock``). With idempotence a partition's retries
+        go together, in sequence order, once none of its batches is on the wire."""
+        if self._idem is None:
+            due = [b for b in self.retries if b.retry_at <= now]
+            return sorted(due, key=lambda b: b.created_ms)
+        by_slot: dict[int, list[InFlightBatch]] = defaultdict(list)
+        for b in self.retries:
+            by_slot[b.slot].append(b)
+        due: list[InFlightBatch] = []
+        for slot, waiting in by_slot.items():
+            if self._on_wire[slot] == 0 and min(b.retry_at for b in waiting) <= now:
+                due.extend(sorted(waiting, key=lambda b: b.created_ms))
+        return due
+
+    def _drainable(self, ready: list[int]) -> tuple[list[int], list[int] | None]:
+        """The ready slots that may take new batches, and how many each (call under
+        ``lock``)."""
+        if self._muted:
+            ready = [slot for slot in ready if slot not in self._muted]
+        if self._idem is None:
+            return ready, None
+        retrying = {b.slot for b in self.retries}
+        slots, limits = [], []
+        for slot in ready:
+            room = MAX_UNACKED_BATCHES_PER_PARTITION - self._unresolved[slot]
+            if room > 0 and slot not in retrying:
+                slots.append(slot)
+                limits.append(room)
+        return slots, limits
+
+    # -- producer id and epoch -------------------------------------------------------------
+
+    def _get_producer_id(self) -> None:
+        """One InitProducerId attempt (the sender drains nothing until it has an id); a
+        retriable failure waits ``retry_backoff_ms``, any other is fatal."""
+        assert self._idem is not None and self._init_producer_id is not None
+        try:
+            producer_id, epoch = self._init_producer_id()
+        except KafkaError as e:
+            if not e.retriable:
+                self._set_fatal(e)
+                return
+            _log.debug("InitProducerId failed, retrying: %s", e)
+            with self._lock:
+                self._wake.wait(int(self.config["retry_backoff_ms"]) / 1000)
+            return
+        with self._lock:
+            self._idem.set_id(producer_id, epoch)
+            self._accumulator.set_producer(producer_id, epoch)
+            self._restamp_retries()
+
+    def _bump_epoch(self) -> bool:
+        """KIP-360: bump the epoch (call under ``lock``, nothing in flight) and stamp the
+        batches still to deliver with it. False when the epoch is exhausted: the next loop
+        gets a new producer id, and stamps them with that."""
+        assert self._idem is not None
+        old = (self._idem.producer_id, self._idem.producer_epoch)
+        if not self._idem.bump_epoch():
+            _log.info("producer %d exhausted its epochs; asking for a new producer id", old[0])
+            return False
+        pid, epoch = self._idem.producer_id, self._idem.producer_epoch
+        _log.info("producer %d bumps its epoch from %d to %d", pid, old[1], epoch)
+        self._accumulator.set_producer(pid, epoch)
+        self._restamp_retries()
+        return True
+
+    def _restamp_retries(self) -> None:
+        """Give the batches waiting for a retry the current producer id and epoch and fresh
+        sequences, each partition's in the order they were made (call under ``lock``)."""
+        assert self._idem is not None
+        pid, epoch = self._idem.producer_id, self._idem.producer_epoch
+        for b in sorted(self.retries, key=lambda b: (b.slot, b.created_ms)):
+            if b.records is not None:
+                b.base_sequence = self._accumulator.reserve_sequence(b.slot, b.count)
+                b.records = b.records.restamp(pid, epoch, b.base_sequence)
+
+    def _set_fatal(self, err: KafkaError) -> None:
+        _log.error("the idempotent producer cannot get a producer id: %s", err)
+        self.fatal = err
+
+    def _fail_everything(self) -> None:
+        """Fail what is queued and waiting: the producer cannot send anything."""
+        assert self.fatal is not None
+        with self._lock:
+            waiting, self.retries = self.retries, []
+        for b in waiting:
+            self._fail(b, self.fatal)
+        if waiting:
+            self._done_with(waiting, request=False)
+        for result in self._accumulator.abort_all():
+            result.complete(-1, -1, -1, self.fatal)
+
+    # -- requests and answers --------------------------------------------------------------
+
+    def _done_with(self, batches: list[InFlightBatch], request: bool) -> None:
+        with self._lock:
+            self.in_flight -= len(batches)
+            if request:
+                self._in_flight_requests -= 1
+            for b in batches:
+                if request:
+                    self._on_wire[b.slot] -= 1
+                if b.result.is_done:  # a batch waiting for its retry keeps the partition muted
+                    self._muted.discard(b.slot)
+                    self._unresolved[b.slot] -= 1
+            self._wake.notify()
+
+    def _send(self, batches: list[InFlightBatch]) -> None:
+        """One ProduceRequest per leader, sent without waiting: up to
+        ``max_in_flight_requests_per_connection`` are outstanding at once."""
+        by_leader: dict[str, list[InFlightBatch]] = defaultdict(list)
+        for b in batches:
+            address = self._cluster.leader_address(b.tp)
+            if address is None:
+                self._retry(b, NotLeaderOrFollowerError(f"no leader known for {b.tp}"))
+                self._done_with([b], request=False)
+                continue
+            by_leader[address].append(b)
+        timeout_ms = int(self.config["request_timeout_ms"])
+        for address, group in by_leader.items():
+            # A partition's batches (a retry first, then newer ones) go one after the other
+            # in its one entry: a request names each partition once.
+            topics: dict[str, dict[int, list[ClosedBatch]]] = {}
+            for b in group:
+                assert b.records is not None  # batches that failed to close are not sent
+                topics.setdefault(b.tp.topic, {}).setdefault(b.tp.partition, []).append(b.records)
+            # The request's wire bytes come from Rust, one copy of each batch; the call sends
+            # them as they are.
+            request = encode_produce_request(
+                self._acks,
+                timeout_ms,
+                [(topic, list(parts.items())) for topic, parts in topics.items()],
+            )
+            with self._lock:
+                self._in_flight_requests += 1
+                for b in group:
+                    self._on_wire[b.slot] += 1
+            future = self._cluster.produce_call(address).future(
+                request, timeout=timeout_ms / 1000 + 5
+            )
+            future.add_done_callback(functools.partial(self._on_response, address, group))
+
+    def _on_response(self, address: str, group: list[InFlightBatch], future: Any) -> None:
+        """Runs on a gRPC thread when a ProduceRequest is answered (or fails)."""
+        try:
+            try:
+                response = future.result()
+            except grpc.RpcError as e:
+                for b in group:
+                    self._retry(b, KafkaTimeoutError(f"produce to {address} failed: {e.code()}"))
+                return
+            results = {
+                TopicPartition(t.name, p.partition): p
+                for t in response.topics
+                for p in t.partitions
+            }
+            # A partition's batches were appended together: each starts where the one before
+            # it in the request ended, unless the broker lists each batch's offset (some were
+            # retries it already had).
+            offset_delta: dict[TopicPartition, int] = {}
+            index: dict[TopicPartition, int] = {}
+            for b in group:
+                r = results.get(b.tp)
+                if r is None:
+                    self._retry(b, KafkaError(f"no result for {b.tp}"))
+                elif r.error_code:
+                    self._on_error(b, error_for_code(r.error_code)(r.error_message))
+                elif r.batch_base_offsets:
+                    i = index.get(b.tp, 0)
+                    index[b.tp] = i + 1
+                    self._complete(b, r, r.batch_base_offsets[i] - r.base_offset)
+                else:
+                    delta = offset_delta.get(b.tp, 0)
+                    offset_delta[b.tp] = delta + b.count
+                    self._complete(b, r, delta)
+        except Exception as e:  # a user callback or interceptor must not wedge the producer
+            _log.exception("handling a produce response failed")
+            for b in group:
+                if not b.result.is_done:
+                    self._fail(b, e if isinstance(e, KafkaError) else KafkaError(str(e)))
+        finally:
+            self._done_with(group, request=True)
+
+    def _on_error(self, b: InFlightBatch, err: KafkaError) -> None:
+        if (
+            self._idem is not None
+            and isinstance(err, OutOfOrderSequenceNumberError)
+            and self._idem.out_of_order_is_retriable(b.slot, b.base_sequence)
+        ):
+            # An earlier batch of the partition is unresolved; the gap may close once it
+            # is retried.
+            self._retry(b, err)
+        elif err.retriable:
+            self._retry(b, err)
+        else:
+            self._fail(b, err)
+
+    def _complete(
+        self, b: InFlightBatch, r: produce_pb2.ProduceResponse.Partition, offset_delta: int
+    ) -> None:
+        self._accumulator.release(b.reserved)
+        self._notify_memory()
+        acked = self._acks != 0 and r.base_offset >= 0
+        if self._idem is not None and b.base_sequence >= 0:
+            with self._lock:
+                self._idem.on_acknowledged(b.slot, b.base_sequence, b.count)
+        b.result.complete(
+            r.base_offset + offset_delta if acked else -1, r.log_append_time_ms, r.log_start_offset
+        )
+        for interceptor in self._interceptors:
+            on_ack = getattr(interceptor, "on_acknowledgement", None)
+            if on_ack is not None:
+                for fut in b.result.futures:
+                    on_ack(fut.value, None)
+
+    def _fail(self, b: InFlightBatch, err: BaseException) -> None:
+        self._accumulator.release(b.reserved)
+        self._notify_memory()
+        if self._idem is not None and b.base_sequence >= 0:
+            with self._lock:
+                self._idem.on_failed()
+        b.result.complete(-1, -1, -1, err)
+        for interceptor in self._interceptors:
+            on_ack = getattr(interceptor, "on_acknowledgement", None)
+            if on_ack is not None:
+                for _ in b.result.futures:
+                    on_ack(None, err)
+
+    def _retry(self, b: InFlightBatch, err: KafkaError) -> None:
+        b.attempts += 1
+        elapsed_ms = now_ms() - b.created_ms
+        if b.attempts > self.config["retries"] or elapsed_ms > self.config["delivery_timeout_ms"]:
+            self._fail(b, err)
+            return
+        # Leadership may have moved (or the leader died): the sender thread learns the
+        # current leader before the retry goes out.
+        b.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
+        with self._lock:
+            self.retries.append(b)
+            self._stale_topics.add(b.tp.topic)
