@@ -647,6 +647,7 @@ def test_metadata_record_envelopes() -> None:
         "UnfenceBrokerRecord",
         "BrokerRegistrationChangeRecord",
         "FeatureLevelRecord",
+        "ProducerIdsRecord",
         "NoOpRecord",
     }
 
@@ -674,6 +675,7 @@ SERVICES = {
     ],
     "rillet.v1.ControllerService": [
         "AlterPartition",
+        "AllocateProducerIds",
         "CreateTopics",
         "DeleteTopics",
         "CreatePartitions",
