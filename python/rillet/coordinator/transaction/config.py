@@ -16,6 +16,7 @@ from rillet.coordinator.group.partitioner import java_string_hashcode
 __all__ = ["TransactionCoordinatorConfig", "partition_for"]
 
 _INT_MIN = -(2**31)
+_INT_MAX = 2**31 - 1  # every setting is an int in Kafka
 
 # Attribute -> Kafka key. ``transaction_version`` is a cluster feature, not a broker config.
 _KEYS = {
@@ -87,8 +88,8 @@ class TransactionCoordinatorConfig:
                         f"transaction.version {value} is not supported: 0 and 1 are "
                         "(version 2, an epoch bump per transaction, is not built)"
                     )
-            elif value < 1:
-                raise ValueError(f"{_KEYS[f.name]} must be at least 1: {value}")
+            elif not 1 <= value <= _INT_MAX:
+                raise ValueError(f"{_KEYS[f.name]} must be between 1 and {_INT_MAX}: {value}")
 
     @property
     def transaction_log_value_version(self) -> int:
