@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use crate::log::ProducerStateError;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,12 @@ pub enum Error {
     #[error("{0}")]
     InvalidConfig(String),
 
+    /// A producer's batch or transaction marker refused by the partition's producer state:
+    /// INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE or
+    /// TRANSACTION_COORDINATOR_FENCED (see [`ProducerStateError`]).
+    #[error(transparent)]
+    ProducerState(#[from] ProducerStateError),
+
     /// KAFKA_STORAGE_ERROR: the disk failed us.
     #[error("{context}: {source}")]
     Storage {
@@ -86,6 +94,7 @@ impl Error {
             Error::InvalidTimestamp(_) => "INVALID_TIMESTAMP",
             Error::InvalidRequest(_) => "INVALID_REQUEST",
             Error::InvalidConfig(_) => "INVALID_CONFIG",
+            Error::ProducerState(e) => e.kafka_name(),
             Error::Storage { .. } => "KAFKA_STORAGE_ERROR",
         }
     }

@@ -449,6 +449,9 @@ fn open_removes_leftover_files() {
     let mut want = expected_files(&[0, 9]);
     want.push(CHECKPOINT.to_string());
     want.push("notes.txt".to_string());
+    // The producer state's snapshots: at the roll to segment 9 and at the close.
+    want.push("00000000000000000009.snapshot".to_string());
+    want.push("00000000000000000012.snapshot".to_string());
     want.sort();
     assert_eq!(names, want);
     assert_values(&read_all(&log), 0, 12, |_| 'v');

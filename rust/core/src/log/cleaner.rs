@@ -13,10 +13,12 @@
 //!    is the newest record of its key and either has a value or is a tombstone whose delete
 //!    horizon (KIP-534) has not passed; records without a key are dropped. Control batches are
 //!    kept whole. A batch left empty is dropped, except the last batch of a group (so the new
-//!    segment ends at the same offset as the ones it replaces) and a producer's last batch
-//!    in the log (its sequence and epoch stay known, as Kafka keeps them): those stay as
-//!    empty batches. Offsets are never renumbered; the leader-epoch cache and the log start
-//!    offset do not change.
+//!    segment ends at the same offset as the ones it replaces) and the last data batch of a
+//!    producer the log's producer state knows when the plan was taken (Kafka's
+//!    `lastRecordsOfActiveProducers`: its sequence and epoch must survive a reload of the
+//!    state from the log): those stay as empty batches (a bare header, CRC recomputed).
+//!    Offsets are never renumbered; the leader-epoch cache, the log start offset and the
+//!    producer state do not change.
 //! 3. [`Log::replace_segments`], under the lock again, per group: if the old segments are
 //!    still the ones the plan saw (no truncation, no retention removed one), the `.cleaned`
 //!    segment is swapped in (see `swap.rs`, which also makes a crash at any point safe);
@@ -200,8 +202,9 @@ pub struct CleanPlan {
     now_ms: i64,
     /// Segments below the first uncleanable offset, in order.
     segments: Vec<SegmentView>,
-    /// The rest, active included, up to their sizes at planning time.
-    later: Vec<SegmentView>,
+    /// Per producer id, the last offset of its newest data batch in the log (from the
+    /// log's producer state): that batch is kept even if emptied.
+    producer_last_offsets: HashMap<i64, i64>,
     truncation_count: u64,
 }
 
@@ -242,11 +245,11 @@ impl Log {
         }
         let to_clean = self.cleanable_offsets(last_clean_offset, high_watermark, now_ms)?;
         let uncleanable = to_clean.first_uncleanable_offset;
-        let (segments, later): (Vec<_>, Vec<_>) = self
+        let segments: Vec<_> = self
             .segments
-            .values()
-            .map(SegmentView::of)
-            .partition(|s| s.base_offset < uncleanable);
+            .range(..uncleanable)
+            .map(|(_, s)| SegmentView::of(s))
+            .collect();
         self.cleaning = true;
         Ok(CleanPlan {
             dir: self.dir.clone(),
@@ -254,7 +257,7 @@ impl Log {
             to_clean,
             now_ms,
             segments,
-            later,
+            producer_last_offsets: self.producer_last_data_offsets(),
             truncation_count: self.truncation_count,
         })
     }
@@ -325,8 +328,6 @@ pub struct CleaningJob {
     end_offset: i64,
     groups: Vec<Range<usize>>,
     next: usize,
-    /// Per producer id, the last offset of its newest batch in the log.
-    producers: HashMap<i64, i64>,
     filter: BatchFilter,
     out: Vec<u8>,
     read_buffer: usize,
@@ -358,7 +359,6 @@ impl CleaningJob {
             end_offset: first_dirty,
             groups: Vec::new(),
             next: 0,
-            producers: HashMap::new(),
             filter: BatchFilter::new(),
             out: Vec::new(),
             read_buffer: (config.io_buffer_size / 2).max(RECORD_BATCH_OVERHEAD),
@@ -394,25 +394,19 @@ impl CleaningJob {
         Ok(job)
     }
 
-    /// Map every keyed record of the dirty section, and learn every producer's last batch.
-    /// Returns false when aborted.
+    /// Map every keyed record of the dirty section. Returns false when aborted.
     fn build_offset_map(&mut self) -> Result<bool> {
         let first_dirty = self.plan.to_clean.first_dirty_offset;
         let segments = std::mem::take(&mut self.plan.segments);
         let result = (|| {
-            // The clean section: only headers, for the producers.
             let first_dirty_segment = segments
                 .iter()
                 .rposition(|s| s.base_offset <= first_dirty)
                 .unwrap_or(0);
-            for s in &segments[..first_dirty_segment] {
-                self.scan_producers(s, 0)?;
-            }
-            let mut full_at: Option<(usize, u64)> = None;
-            'segments: for (i, s) in segments.iter().enumerate().skip(first_dirty_segment) {
+            for s in segments.iter().skip(first_dirty_segment) {
                 let mut scanner = BatchScanner::new(&s.file, 0, s.size, self.read_buffer);
                 while let Some(r) = scanner.next_batch() {
-                    let (pos, h, batch) = r?;
+                    let (_, h, batch) = r?;
                     if self.abort.is_aborted() {
                         return Ok(false);
                     }
@@ -427,8 +421,7 @@ impl CleaningJob {
                                     h.record_count
                                 )));
                             }
-                            full_at = Some((i, pos));
-                            break 'segments;
+                            return Ok(true);
                         }
                         let map = &mut self.map;
                         self.filter.for_each_key(batch, &h, &mut |offset, key| {
@@ -442,41 +435,12 @@ impl CleaningJob {
                     if h.last_offset() >= first_dirty {
                         self.map.update_latest_offset(h.last_offset());
                     }
-                    self.note_producer(&h);
                 }
-            }
-            // What the map did not reach: only headers, for the producers.
-            let rest_from = full_at.unwrap_or((segments.len(), 0));
-            if let Some(s) = segments.get(rest_from.0) {
-                self.scan_producers(s, rest_from.1)?;
-            }
-            for s in segments.iter().skip(rest_from.0 + 1) {
-                self.scan_producers(s, 0)?;
-            }
-            for s in &self.plan.later.clone() {
-                self.scan_producers(s, 0)?;
             }
             Ok(!self.abort.is_aborted())
         })();
         self.plan.segments = segments;
         result
-    }
-
-    fn note_producer(&mut self, h: &BatchHeader) {
-        if h.producer_id >= 0 {
-            let last = self.producers.entry(h.producer_id).or_insert(i64::MIN);
-            *last = (*last).max(h.last_offset());
-        }
-    }
-
-    fn scan_producers(&mut self, s: &SegmentView, from: u64) -> Result<()> {
-        // Small reads: a header per batch, a few per read when batches are small.
-        let mut scanner = BatchScanner::new(&s.file, from, s.size, 4096);
-        while let Some(r) = scanner.next_header() {
-            let (_, h) = r?;
-            self.note_producer(&h);
-        }
-        Ok(())
     }
 
     /// Write the next group's cleaned segment, or None when every group is done (or the
@@ -535,8 +499,8 @@ impl CleaningJob {
             stats.bytes_written += batch.len() as u64;
             return cleaned.append(batch, h.last_offset(), h.max_timestamp);
         }
-        let producer_last =
-            h.producer_id >= 0 && self.producers.get(&h.producer_id) == Some(&h.last_offset());
+        let producer_last = h.producer_id >= 0
+            && self.plan.producer_last_offsets.get(&h.producer_id) == Some(&h.last_offset());
         let if_empty = if group_last || producer_last {
             EmptyBatch::RetainEmpty
         } else {

@@ -37,6 +37,9 @@ pub struct LogConfig {
     pub max_compaction_lag_ms: i64,
     /// `min.cleanable.dirty.ratio`: dirty bytes / total bytes that make a log worth cleaning.
     pub min_cleanable_dirty_ratio: f64,
+    /// The broker's `producer.id.expiration.ms`: a producer that wrote nothing for this long
+    /// is forgotten by the producer state (unless its transaction is open).
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -56,6 +59,7 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
+            producer_id_expiration_ms: super::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         }
     }
 }
@@ -131,6 +135,12 @@ impl LogConfig {
             return bad(format!(
                 "conflict topic config setting min.compaction.lag.ms ({}) > max.compaction.lag.ms ({})",
                 self.min_compaction_lag_ms, self.max_compaction_lag_ms
+            ));
+        }
+        if self.producer_id_expiration_ms < 1 {
+            return bad(format!(
+                "producer.id.expiration.ms must be at least 1, got {}",
+                self.producer_id_expiration_ms
             ));
         }
         if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {

@@ -14,9 +14,10 @@
 //! - a malformed epoch checkpoint is rebuilt from the batches' leader epochs.
 //!
 //! The recovery point is not advanced by loading (only a flush advances it), so a crash right
-//! after an open recovers the same segments again. Producer state (`producer_state.rs`) will
-//! be loaded here too when it exists. (The cleaner's checkpoint, `cleaner-offset-checkpoint`,
-//! belongs to the log directory and is kept by the broker's LogCleanerManager.)
+//! after an open recovers the same segments again. Last, the producer state is loaded from
+//! its latest snapshot and the batches after it (`Log::load_producer_state` in
+//! `producer_log.rs`). (The cleaner's checkpoint, `cleaner-offset-checkpoint`, belongs to
+//! the log directory and is kept by the broker's LogCleanerManager.)
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -25,6 +26,7 @@ use std::path::Path;
 use super::config::LogConfig;
 use super::epoch_cache::{EpochEntry, LeaderEpochCache};
 use super::log::Log;
+use super::producer_state::ProducerStateManager;
 use super::scan::BatchScanner;
 use super::segment::{Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use super::swap::recover_swaps;
@@ -97,6 +99,7 @@ impl Log {
             epoch_cache,
             truncation_count: 0,
             cleaning: false,
+            producer_state: ProducerStateManager::new(),
         };
         let mut recovered_epochs: Vec<EpochEntry> = Vec::new();
         if log.segments.is_empty() {
@@ -136,6 +139,7 @@ impl Log {
         log.epoch_cache.truncate_from_end(log.next_offset)?;
         log.epoch_cache.truncate_from_start(log.log_start_offset)?;
         log.epoch_cache.flush()?;
+        log.load_producer_state(opts.clean_shutdown, opts.now_ms)?;
         // As Kafka's LogLoader: only a flush advances the recovery point, so a crash right
         // after this open recovers the same segments again.
         log.recovery_point = if opts.clean_shutdown && info.recovered_segments == 0 {

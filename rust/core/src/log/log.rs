@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::checkpoint::sync_dir;
 use super::config::LogConfig;
 use super::epoch_cache::LeaderEpochCache;
+use super::producer_state::ProducerStateManager;
 use super::segment::{BatchMeta, Segment, TimestampAndOffset};
 use crate::error::{Error, IoContext, Result};
 use crate::io::FileRegion;
@@ -26,18 +27,28 @@ pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 
 /// Result of an append (Kafka's `LogAppendInfo`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// `first_offset` is the base offset of the request's first batch and `last_offset` the
+/// largest offset the append answers for; for a batch that was a duplicate (an idempotent
+/// producer's retry, not written again) they are its original offsets. The counts
+/// (`record_count`, `batch_count`, `valid_bytes`) and the timestamps describe what was
+/// written: nothing when every batch was a duplicate.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogAppendInfo {
     pub first_offset: i64,
     pub last_offset: i64,
     pub max_timestamp: i64,
     pub offset_of_max_timestamp: i64,
-    /// The broker's time stamped into the batches with LogAppendTime, else -1.
+    /// The broker's time stamped into the batches with LogAppendTime, else -1. When every
+    /// batch was a duplicate, the first one's original append time.
     pub log_append_time: i64,
     pub log_start_offset: i64,
     pub record_count: i64,
     pub batch_count: usize,
     pub valid_bytes: u64,
+    /// Only when some batch was a duplicate: each request batch's base offset, in request
+    /// order (a duplicate's original one), for the produce response.
+    pub batch_base_offsets: Option<Vec<i64>>,
 }
 
 /// Where an offset lives (Kafka's `LogOffsetMetadata`).
@@ -85,6 +96,8 @@ pub struct Log {
     pub(super) truncation_count: u64,
     /// A cleaning is under way (`Log::begin_cleaning` to `Log::end_cleaning`).
     pub(super) cleaning: bool,
+    /// Idempotent and transactional producers' state (see `producer_log.rs`).
+    pub(super) producer_state: ProducerStateManager,
 }
 
 impl Log {
@@ -150,6 +163,11 @@ impl Log {
 
     /// Append batches from a producer: validate every batch and record, assign offsets from
     /// the log end offset, stamp `leader_epoch` (and the broker's time under LogAppendTime).
+    ///
+    /// Batches with a producer id are checked against the producer state first (see
+    /// `producer_log.rs`): a retry of one already in the log is not written again and takes
+    /// no offset (its original offsets are answered), and a sequence, epoch or transaction
+    /// error fails the whole append before a byte is written.
     pub fn append_as_leader(
         &mut self,
         data: &[u8],
@@ -174,6 +192,13 @@ impl Log {
                 return Err(Error::InvalidTimestamp(
                     "a producer batch must use CreateTime; the broker sets LogAppendTime".into(),
                 ));
+            }
+            if h.producer_id >= 0 && h.base_sequence < 0 && !h.is_control() {
+                // Kafka's LogValidator.
+                return Err(Error::invalid(format!(
+                    "Invalid sequence number {} in record batch with producerId {}",
+                    h.base_sequence, h.producer_id
+                )));
             }
         }
         // Every batch's CRC and every record must check out: a batch whose records are
@@ -207,12 +232,40 @@ impl Log {
             Ok(())
         };
         let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        // The producer state's verdict, before a byte is written. A batch whose bytes are
+        // damaged reads as CORRUPT_MESSAGE rather than as a sequence error: its producer
+        // fields may be what is damaged.
+        let producers =
+            match self.analyze_producer_state(data, &batches, log_append_time.then_some(now_ms)) {
+                Ok(p) => p,
+                Err(e) => {
+                    validate()?;
+                    return Err(e);
+                }
+            };
         let mut headers: Vec<[u8; RECORD_BATCH_OVERHEAD]> = Vec::with_capacity(batches.len());
         let mut metas = Vec::with_capacity(batches.len());
+        let mut written: Vec<(usize, usize)> = Vec::with_capacity(batches.len());
+        let mut base_offsets = Vec::new();
         let mut offset = self.next_offset;
         let (mut max_ts, mut offset_of_max_ts) = (-1i64, offset);
         let mut record_count = 0i64;
-        for (pos, h) in &batches {
+        let (mut answered_first, mut answered_last) = (None, -1i64);
+        let mut dup_append_time = None;
+        for (i, (pos, h)) in batches.iter().enumerate() {
+            if let Some((first, last)) = producers.duplicate(i) {
+                base_offsets.push(first);
+                answered_first.get_or_insert(first);
+                answered_last = answered_last.max(last);
+                if dup_append_time.is_none() && log_append_time {
+                    dup_append_time = self
+                        .producer_state
+                        .last_entry(h.producer_id)
+                        .and_then(|e| e.batch_metadata.iter().find(|m| m.last_offset == last))
+                        .map(|m| m.timestamp);
+                }
+                continue;
+            }
             let batch = &data[*pos..*pos + h.size_in_bytes()];
             let mut head = [0u8; RECORD_BATCH_OVERHEAD];
             head.copy_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
@@ -242,21 +295,45 @@ impl Log {
                 size: h.size_in_bytes() as u64,
             });
             headers.push(head);
+            written.push((*pos, h.size_in_bytes()));
             record_count += h.record_count as i64;
+            base_offsets.push(offset);
+            answered_first.get_or_insert(offset);
+            answered_last = answered_last.max(last);
             offset = last + 1;
-        }
-        let mut iov = Vec::with_capacity(batches.len() * 2);
-        for ((pos, h), head) in batches.iter().zip(&headers) {
-            iov.push(IoSlice::new(head));
-            iov.push(IoSlice::new(
-                &data[pos + RECORD_BATCH_OVERHEAD..pos + h.size_in_bytes()],
-            ));
         }
         let first = self.next_offset;
         let last = offset - 1;
+        let written_bytes: usize = written.iter().map(|(_, size)| size).sum();
+        let info = LogAppendInfo {
+            first_offset: answered_first.unwrap_or(first),
+            last_offset: answered_last,
+            max_timestamp: max_ts,
+            offset_of_max_timestamp: offset_of_max_ts,
+            log_append_time: match (log_append_time, written.is_empty()) {
+                (false, _) => -1,
+                (true, false) => now_ms,
+                (true, true) => dup_append_time.unwrap_or(-1),
+            },
+            log_start_offset: self.log_start_offset,
+            record_count,
+            batch_count: written.len(),
+            valid_bytes: written_bytes as u64,
+            batch_base_offsets: (!producers.duplicates.is_empty()).then_some(base_offsets),
+        };
+        if written.is_empty() {
+            // Every batch was a duplicate: nothing to write, but the request is still checked.
+            validate()?;
+            return Ok(info);
+        }
+        let mut iov = Vec::with_capacity(written.len() * 2);
+        for ((pos, size), head) in written.iter().zip(&headers) {
+            iov.push(IoSlice::new(head));
+            iov.push(IoSlice::new(&data[pos + RECORD_BATCH_OVERHEAD..pos + size]));
+        }
         let rolls =
             self.active()
-                .should_roll(&self.config, data.len() as u64, last, max_ts, now_ms)
+                .should_roll(&self.config, written_bytes as u64, last, max_ts, now_ms)
                 || first - self.active().base_offset() > i32::MAX as i64;
         if data.len() >= PARALLEL_VALIDATION_BYTES && !rolls {
             // Large appends: validate on another core while the bytes are copied into the page
@@ -267,12 +344,12 @@ impl Log {
             // The write stays on this thread; only the check is handed to the pool, so a
             // sleeping worker's wake-up overlaps the copy instead of delaying it.
             let mut valid = Ok(());
-            let mut written = Ok(());
+            let mut result = Ok(());
             rayon::in_place_scope(|scope| {
                 scope.spawn(|_| valid = validate());
-                written = active.append(&metas, &iov);
+                result = active.append(&metas, &iov);
             });
-            written?;
+            result?;
             if let Err(e) = valid {
                 active.undo_append(start, first)?;
                 return Err(e);
@@ -282,20 +359,11 @@ impl Log {
             validate()?;
             self.write(&metas, &iov, max_ts, now_ms)?;
         }
+        self.apply_producer_updates(&producers.updates);
         if leader_epoch >= 0 {
             self.epoch_cache.assign(leader_epoch, first)?;
         }
-        Ok(LogAppendInfo {
-            first_offset: first,
-            last_offset: offset - 1,
-            max_timestamp: max_ts,
-            offset_of_max_timestamp: offset_of_max_ts,
-            log_append_time: if log_append_time { now_ms } else { -1 },
-            log_start_offset: self.log_start_offset,
-            record_count,
-            batch_count: batches.len(),
-            valid_bytes: data.len() as u64,
-        })
+        Ok(info)
     }
 
     /// Append batches replicated from the leader, keeping their offsets and epochs. The
@@ -326,7 +394,9 @@ impl Log {
             expect = h.next_offset();
         }
         let first = batches[0].1.base_offset;
+        let producer_updates = Self::follower_producer_updates(data, &batches)?;
         self.write(&metas, &[IoSlice::new(data)], max_ts, now_ms)?;
+        self.apply_producer_updates(&producer_updates);
         for (_, h) in &batches {
             if h.partition_leader_epoch >= 0 {
                 self.epoch_cache
@@ -343,6 +413,7 @@ impl Log {
             record_count,
             batch_count: batches.len(),
             valid_bytes: data.len() as u64,
+            batch_base_offsets: None,
         })
     }
 
@@ -430,7 +501,12 @@ impl Log {
         }
         let seg = Segment::create(&self.dir, base, &self.config, now_ms)?;
         self.segments.insert(base, seg);
-        sync_dir(&self.dir)
+        sync_dir(&self.dir)?;
+        // The producer state as of the new segment's base, so that recovering this segment
+        // starts from it (Kafka's roll). Nothing past the log end is in the state yet.
+        self.producer_state.update_map_end_offset(base);
+        self.producer_state.take_snapshot(&self.dir, base)?;
+        Ok(())
     }
 
     /// Read whole batches from `start_offset`: at most `max_bytes` (but at least one batch when
@@ -635,6 +711,7 @@ impl Log {
         self.log_start_offset = self.log_start_offset.min(self.next_offset);
         self.epoch_cache.truncate_from_end(self.next_offset)?;
         self.recovery_point = self.recovery_point.min(self.next_offset);
+        self.reload_producer_state_after_truncation(now_ms)?;
         Ok(true)
     }
 
@@ -659,6 +736,8 @@ impl Log {
         self.log_start_offset = offset;
         self.next_offset = offset;
         self.recovery_point = offset;
+        self.producer_state
+            .truncate_fully_and_start_at(&self.dir, offset)?;
         self.epoch_cache.clear()
     }
 
@@ -721,6 +800,9 @@ impl Log {
         for b in &doomed {
             self.segments.remove(b).expect("listed").delete()?;
         }
+        if !doomed.is_empty() {
+            self.delete_producer_snapshots_below_first_segment()?;
+        }
         if let Some(&first) = self.segments.keys().next() {
             if first > self.log_start_offset {
                 self.log_start_offset = first;
@@ -749,11 +831,14 @@ impl Log {
         Ok(())
     }
 
-    /// Flush everything and trim the active segment's indexes, ready for a clean-shutdown
-    /// marker. The log must not be appended to afterwards.
+    /// Flush everything, snapshot the producer state at the log end and trim the active
+    /// segment's indexes, ready for a clean-shutdown marker. The log must not be appended to
+    /// afterwards.
     pub fn close(&mut self) -> Result<()> {
         let next = self.next_offset;
         self.flush(next)?;
+        // So the next open need not replay anything (Kafka's close).
+        self.take_producer_snapshot()?;
         let active = self.active_mut();
         active.on_become_inactive()?;
         active.flush()

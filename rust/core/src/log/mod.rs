@@ -5,6 +5,7 @@
 //!     00000000000000000000.log        record batches, exactly as on the wire
 //!     00000000000000000000.index      sparse offset index  (see OffsetIndex)
 //!     00000000000000000000.timeindex  sparse time index    (see TimeIndex)
+//!     00000000000000000100.snapshot   producer state up to an offset (see producer_snapshot)
 //!     leader-epoch-checkpoint         (epoch, start offset) pairs
 //! ```
 //!
@@ -17,8 +18,9 @@
 //! `offset_map` (the key -> last offset map), `cleaner` (planning, cleaning, swapping in),
 //! `swap` (the `.cleaned` / `.swap` files, and finishing an interrupted swap at open, which
 //! `loader` calls first). Producer state is Kafka's `ProducerStateManager`: `producer_state`
-//! (validation, duplicates, expiry, truncation) and `producer_snapshot` (the `.snapshot`
-//! files); neither is wired into `Log` yet.
+//! (validation, duplicates, expiry, truncation), `producer_snapshot` (the `.snapshot`
+//! files) and `producer_log` (where the log consults and feeds it: appends, roll, close,
+//! loading, truncation, retention).
 
 mod checkpoint;
 mod cleanable;
@@ -30,6 +32,7 @@ mod loader;
 #[allow(clippy::module_inception)]
 mod log;
 mod offset_map;
+mod producer_log;
 pub mod producer_snapshot;
 pub mod producer_state;
 mod scan;

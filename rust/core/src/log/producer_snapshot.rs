@@ -200,6 +200,43 @@ pub fn delete_snapshots_after(dir: &Path, offset: i64) -> Result<()> {
     Ok(())
 }
 
+/// Delete the snapshots below `offset` except the latest snapshot of all (the log's
+/// retention: the live state stays in memory, and the latest snapshot keeps it on disk
+/// until the next roll writes a newer one).
+pub fn delete_snapshots_before_except_latest(dir: &Path, offset: i64) -> Result<()> {
+    let files = list_snapshot_files(dir)?;
+    let latest = files.last().map(|(o, _)| *o);
+    for (o, path) in files {
+        if o < offset && Some(o) != latest {
+            delete_snapshot(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Delete every snapshot whose offset is not one of `segment_base_offsets`, except the
+/// latest such "stray" one when it lies past the last segment's base (Kafka's
+/// `removeStraySnapshots`): snapshots are taken at segment rolls and at the log end, so a
+/// stray one below the active segment only survives from segments since removed or merged.
+pub fn remove_stray_snapshots(dir: &Path, segment_base_offsets: &[i64]) -> Result<()> {
+    let max_base = segment_base_offsets.iter().copied().max();
+    let mut latest_stray: Option<(i64, PathBuf)> = None;
+    for (o, path) in list_snapshot_files(dir)? {
+        if segment_base_offsets.contains(&o) {
+            continue;
+        }
+        if let Some((_, prev)) = latest_stray.replace((o, path)) {
+            delete_snapshot(&prev)?;
+        }
+    }
+    if let (Some((o, path)), Some(max_base)) = (latest_stray, max_base) {
+        if o < max_base {
+            delete_snapshot(&path)?;
+        }
+    }
+    Ok(())
+}
+
 /// Delete one snapshot file; one already gone is not an error.
 pub fn delete_snapshot(path: &Path) -> Result<()> {
     match fs::remove_file(path) {

@@ -371,6 +371,22 @@ impl ProducerStateManager {
         self.map_end_offset = offset;
     }
 
+    /// A copy of the state of `producer_ids` alone (with this state's `map_end_offset`):
+    /// where the leader validates the batches of one append against the state as the earlier
+    /// batches of that append leave it, without touching this state.
+    pub fn scratch_for(&self, producer_ids: impl IntoIterator<Item = i64>) -> Self {
+        let mut producers = BTreeMap::new();
+        for pid in producer_ids {
+            if let Some(e) = self.producers.get(&pid) {
+                producers.entry(pid).or_insert_with(|| e.clone());
+            }
+        }
+        ProducerStateManager {
+            producers,
+            map_end_offset: self.map_end_offset,
+        }
+    }
+
     /// Check a batch a client asks the leader to append. Pure: call [`Self::update`] after
     /// the batch is in the log.
     pub fn validate(&self, batch: &ProducerBatch) -> Result<Validation, ProducerStateError> {
@@ -464,10 +480,43 @@ impl ProducerStateManager {
         }
     }
 
+    /// Check a COMMIT or ABORT marker a client (the coordinator's WriteTxnMarkers) asks the
+    /// leader to append: its producer epoch must not be older than the producer's, nor its
+    /// coordinator epoch older than the last marker's. Pure: the checks
+    /// [`Self::append_end_txn_marker`] makes for [`AppendOrigin::Client`].
+    pub fn validate_end_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        offset: i64,
+    ) -> Result<(), ProducerStateError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.producer_epoch {
+            return Err(ProducerStateError::InvalidProducerEpoch {
+                producer_id,
+                offset,
+                epoch: producer_epoch,
+                current_epoch: entry.producer_epoch,
+            });
+        }
+        if entry.coordinator_epoch > coordinator_epoch {
+            return Err(ProducerStateError::TransactionCoordinatorFenced {
+                producer_id,
+                offset,
+                coordinator_epoch,
+                current_coordinator_epoch: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
     /// Apply a COMMIT or ABORT marker at `offset` (Kafka's `appendEndTxnMarker`). From a
     /// client origin (the coordinator's WriteTxnMarkers) the producer and coordinator epochs
-    /// are checked first; from replication they are recorded as they are. Returns the
-    /// completed transaction if one was open.
+    /// are checked first ([`Self::validate_end_txn_marker`]); from replication they are
+    /// recorded as they are. Returns the completed transaction if one was open.
     #[allow(clippy::too_many_arguments)]
     pub fn append_end_txn_marker(
         &mut self,
@@ -479,23 +528,8 @@ impl ProducerStateManager {
         offset: i64,
         timestamp: i64,
     ) -> Result<Option<CompletedTxn>, ProducerStateError> {
-        if let (AppendOrigin::Client, Some(entry)) = (origin, self.producers.get(&producer_id)) {
-            if producer_epoch < entry.producer_epoch {
-                return Err(ProducerStateError::InvalidProducerEpoch {
-                    producer_id,
-                    offset,
-                    epoch: producer_epoch,
-                    current_epoch: entry.producer_epoch,
-                });
-            }
-            if entry.coordinator_epoch > coordinator_epoch {
-                return Err(ProducerStateError::TransactionCoordinatorFenced {
-                    producer_id,
-                    offset,
-                    coordinator_epoch,
-                    current_coordinator_epoch: entry.coordinator_epoch,
-                });
-            }
+        if origin == AppendOrigin::Client {
+            self.validate_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, offset)?;
         }
         self.map_end_offset = self.map_end_offset.max(offset + 1);
         let entry = self
@@ -539,7 +573,22 @@ impl ProducerStateManager {
         now_ms: i64,
         producer_id_expiration_ms: Option<i64>,
     ) -> Result<Option<(i64, ProducerStateManager)>> {
+        Self::load_latest_snapshot_in(dir, i64::MIN, i64::MAX, now_ms, producer_id_expiration_ms)
+    }
+
+    /// [`Self::load_latest_snapshot`] among the snapshots with offsets in `[from, to]` only
+    /// (the others are left alone).
+    pub fn load_latest_snapshot_in(
+        dir: &Path,
+        from: i64,
+        to: i64,
+        now_ms: i64,
+        producer_id_expiration_ms: Option<i64>,
+    ) -> Result<Option<(i64, ProducerStateManager)>> {
         for (offset, path) in list_snapshot_files(dir)?.into_iter().rev() {
+            if offset < from || offset > to {
+                continue;
+            }
             match read_snapshot(&path) {
                 Ok(entries) => {
                     let live = entries.into_iter().filter(|e| {
@@ -567,10 +616,14 @@ impl ProducerStateManager {
     }
 
     /// After the log was truncated to `log_end_offset` or its start moved to
-    /// `log_start_offset`: delete the snapshots outside `(log_start_offset, log_end_offset]`
+    /// `log_start_offset`: delete the snapshots outside `[log_start_offset, log_end_offset]`
     /// and, unless the state already ends exactly at `log_end_offset`, reload it from the
     /// latest remaining snapshot (or start empty at `log_start_offset`). The caller then
     /// replays the log from [`Self::map_end_offset`] (Kafka's `truncateAndReload`).
+    ///
+    /// Kafka also deletes a snapshot at exactly the log start offset; we keep it: it holds
+    /// the producers whose batches retention removed, which stay known (KIP-360), and
+    /// replaying from it covers the whole log.
     pub fn truncate_and_reload(
         &mut self,
         dir: &Path,
@@ -580,7 +633,7 @@ impl ProducerStateManager {
         producer_id_expiration_ms: i64,
     ) -> Result<()> {
         for (offset, path) in list_snapshot_files(dir)? {
-            if offset > log_end_offset || offset <= log_start_offset {
+            if offset > log_end_offset || offset < log_start_offset {
                 delete_snapshot(&path)?;
             }
         }

@@ -106,6 +106,19 @@ impl<'f> BatchScanner<'f> {
         }
     }
 
+    /// The bytes of the batch at `at` whose header `h` [`Self::next_header`] just returned
+    /// (not CRC-checked). The scan goes on after it.
+    pub fn batch_at(&mut self, at: u64, h: &BatchHeader) -> Result<&[u8]> {
+        let size = h.size_in_bytes();
+        if at + size as u64 > self.end {
+            return Err(Error::corrupt(format!(
+                "batch at position {at} is torn: {size} bytes claimed"
+            )));
+        }
+        self.ensure(at, size)?;
+        Ok(self.slice(at, size))
+    }
+
     /// The next whole batch, validated (header, length, CRC).
     pub fn next_batch(&mut self) -> Option<Result<(u64, BatchHeader, &[u8])>> {
         if self.pos >= self.end {

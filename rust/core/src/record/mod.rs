@@ -26,6 +26,7 @@ pub mod arrow;
 pub mod batch;
 pub mod builder;
 pub mod compression;
+pub mod control;
 pub mod filter;
 pub mod varint;
 
