@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::PyType;
+use rillet_core::log::ProducerStateError;
 use rillet_core::Error;
 
 static ERRORS_MODULE: GILOnceCell<Py<PyModule>> = GILOnceCell::new();
@@ -19,6 +20,14 @@ fn class_name(err: &Error) -> &'static str {
         Error::InvalidTimestamp(_) => "InvalidTimestampError",
         Error::InvalidRequest(_) => "InvalidRequestError",
         Error::InvalidConfig(_) => "InvalidConfigurationError",
+        Error::ProducerState(e) => match e {
+            ProducerStateError::InvalidProducerEpoch { .. } => "InvalidProducerEpochError",
+            ProducerStateError::OutOfOrderSequenceNumber { .. } => "OutOfOrderSequenceNumberError",
+            ProducerStateError::InvalidTxnState { .. } => "InvalidTxnStateError",
+            ProducerStateError::TransactionCoordinatorFenced { .. } => {
+                "TransactionCoordinatorFencedError"
+            }
+        },
         Error::Storage { .. } => "KafkaStorageError",
     }
 }

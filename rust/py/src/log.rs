@@ -4,10 +4,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use rillet_core::log::producer_snapshot::read_snapshot;
 use rillet_core::log::{
     read_offset_checkpoint as core_read_cp, write_offset_checkpoint as core_write_cp,
-    CheckpointEntry, FetchDataInfo as CoreFetch, Log as CoreLog, LogAppendInfo as CoreAppendInfo,
-    LogConfig as CoreConfig, OpenOptions, RecoveryInfo as CoreRecovery,
+    BatchMetadata as CoreBatchMetadata, CheckpointEntry, FetchDataInfo as CoreFetch,
+    Log as CoreLog, LogAppendInfo as CoreAppendInfo, LogConfig as CoreConfig, OpenOptions,
+    ProducerStateEntry as CoreProducerEntry, RecoveryInfo as CoreRecovery,
 };
 use rillet_core::Error;
 
@@ -37,7 +39,8 @@ impl LogConfig {
         segment_index_bytes = 10 << 20, index_interval_bytes = 4096, max_message_bytes = 1_048_588,
         retention_ms = 604_800_000, retention_bytes = -1, message_timestamp_type = "CreateTime",
         compact = false, delete_retention_ms = 86_400_000, min_compaction_lag_ms = 0,
-        max_compaction_lag_ms = i64::MAX, min_cleanable_dirty_ratio = 0.5))]
+        max_compaction_lag_ms = i64::MAX, min_cleanable_dirty_ratio = 0.5,
+        producer_id_expiration_ms = 86_400_000))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         segment_bytes: i64,
@@ -54,6 +57,7 @@ impl LogConfig {
         min_compaction_lag_ms: i64,
         max_compaction_lag_ms: i64,
         min_cleanable_dirty_ratio: f64,
+        producer_id_expiration_ms: i64,
     ) -> PyResult<Self> {
         let non_neg = |name: &str, v: i64| -> PyResult<u64> {
             u64::try_from(v).map_err(|_| {
@@ -77,6 +81,18 @@ impl LogConfig {
             min_compaction_lag_ms,
             max_compaction_lag_ms,
             min_cleanable_dirty_ratio,
+            producer_id_expiration_ms,
+        };
+        inner.validate().py()?;
+        Ok(LogConfig { inner })
+    }
+
+    /// This config with the broker's `producer.id.expiration.ms` (not a topic config, so
+    /// the LogManager sets it on each topic's config).
+    fn with_producer_id_expiration_ms(&self, producer_id_expiration_ms: i64) -> PyResult<Self> {
+        let inner = CoreConfig {
+            producer_id_expiration_ms,
+            ..self.inner.clone()
         };
         inner.validate().py()?;
         Ok(LogConfig { inner })
@@ -139,13 +155,21 @@ impl LogConfig {
     fn min_cleanable_dirty_ratio(&self) -> f64 {
         self.inner.min_cleanable_dirty_ratio
     }
+    /// The broker's `producer.id.expiration.ms`.
+    #[getter]
+    fn producer_id_expiration_ms(&self) -> i64 {
+        self.inner.producer_id_expiration_ms
+    }
 
     fn __repr__(&self) -> String {
         format!("LogConfig({:?})", self.inner)
     }
 }
 
-/// What an append did (Kafka's `LogAppendInfo`).
+/// What an append did (Kafka's `LogAppendInfo`). `first_offset` is the base offset of the
+/// request's first batch, `last_offset` the largest offset answered for; when some batch was
+/// a duplicate (an idempotent retry, not written again), `batch_base_offsets` holds each
+/// request batch's base offset (the duplicate's original one), else it is None.
 #[pyclass(module = "rillet._core", frozen, get_all)]
 pub struct LogAppendInfo {
     first_offset: i64,
@@ -157,6 +181,7 @@ pub struct LogAppendInfo {
     record_count: i64,
     batch_count: usize,
     valid_bytes: u64,
+    batch_base_offsets: Option<Vec<i64>>,
 }
 
 impl From<CoreAppendInfo> for LogAppendInfo {
@@ -171,6 +196,7 @@ impl From<CoreAppendInfo> for LogAppendInfo {
             record_count: i.record_count,
             batch_count: i.batch_count,
             valid_bytes: i.valid_bytes,
+            batch_base_offsets: i.batch_base_offsets,
         }
     }
 }
@@ -181,6 +207,86 @@ impl LogAppendInfo {
         format!(
             "LogAppendInfo(first_offset={}, last_offset={}, record_count={})",
             self.first_offset, self.last_offset, self.record_count
+        )
+    }
+}
+
+/// One cached batch of a producer (Kafka's `BatchMetadata`).
+#[pyclass(module = "rillet._core", frozen, get_all, eq)]
+#[derive(Clone, PartialEq)]
+pub struct BatchMetadata {
+    first_sequence: i32,
+    last_sequence: i32,
+    first_offset: i64,
+    last_offset: i64,
+    offset_delta: i32,
+    timestamp: i64,
+}
+
+impl From<&CoreBatchMetadata> for BatchMetadata {
+    fn from(m: &CoreBatchMetadata) -> Self {
+        BatchMetadata {
+            first_sequence: m.first_seq(),
+            last_sequence: m.last_seq,
+            first_offset: m.first_offset(),
+            last_offset: m.last_offset,
+            offset_delta: m.offset_delta,
+            timestamp: m.timestamp,
+        }
+    }
+}
+
+#[pymethods]
+impl BatchMetadata {
+    fn __repr__(&self) -> String {
+        format!(
+            "BatchMetadata(first_sequence={}, last_sequence={}, first_offset={}, last_offset={}, timestamp={})",
+            self.first_sequence, self.last_sequence, self.first_offset, self.last_offset, self.timestamp
+        )
+    }
+}
+
+/// One producer's state in a partition (Kafka's `ProducerStateEntry`, what DescribeProducers
+/// answers): its epoch, last sequence and timestamp, the coordinator epoch of its last
+/// transaction marker, where its open transaction started (None: none open), and its newest
+/// cached batch (None when only a marker was seen).
+#[pyclass(module = "rillet._core", frozen, get_all, eq)]
+#[derive(Clone, PartialEq)]
+pub struct ProducerStateEntry {
+    producer_id: i64,
+    producer_epoch: i16,
+    last_sequence: i32,
+    last_timestamp: i64,
+    coordinator_epoch: i32,
+    current_txn_start_offset: Option<i64>,
+    last_batch: Option<BatchMetadata>,
+}
+
+impl From<&CoreProducerEntry> for ProducerStateEntry {
+    fn from(e: &CoreProducerEntry) -> Self {
+        ProducerStateEntry {
+            producer_id: e.producer_id,
+            producer_epoch: e.producer_epoch,
+            last_sequence: e.last_seq(),
+            last_timestamp: e.last_timestamp,
+            coordinator_epoch: e.coordinator_epoch,
+            current_txn_start_offset: e.current_txn_first_offset,
+            last_batch: e.batch_metadata.back().map(BatchMetadata::from),
+        }
+    }
+}
+
+#[pymethods]
+impl ProducerStateEntry {
+    fn __repr__(&self) -> String {
+        format!(
+            "ProducerStateEntry(producer_id={}, producer_epoch={}, last_sequence={}, last_timestamp={}, coordinator_epoch={}, current_txn_start_offset={:?})",
+            self.producer_id,
+            self.producer_epoch,
+            self.last_sequence,
+            self.last_timestamp,
+            self.coordinator_epoch,
+            self.current_txn_start_offset
         )
     }
 }
@@ -709,7 +815,36 @@ impl Log {
         })
     }
 
-    /// Flush, trim indexes and close; later calls raise KafkaStorageError.
+    /// Every producer the partition's producer state knows, by producer id.
+    fn producer_state(&self, py: Python<'_>) -> PyResult<Vec<ProducerStateEntry>> {
+        self.with_gil(py, |l| {
+            Ok(l.producer_state()
+                .producers()
+                .values()
+                .map(ProducerStateEntry::from)
+                .collect())
+        })
+    }
+
+    /// Write the producer state to `<log end offset>.snapshot`.
+    fn take_producer_snapshot(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |l| l.take_producer_snapshot())
+    }
+
+    /// Forget the producers idle for `producer.id.expiration.ms` (the config's
+    /// `producer_id_expiration_ms`) at `now_ms` (now by default), unless their transaction
+    /// is open.
+    #[pyo3(signature = (now_ms = None))]
+    fn remove_expired_producers(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<()> {
+        let now = now_ms.unwrap_or_else(self::now_ms);
+        self.with_gil(py, |l| {
+            l.remove_expired_producers(now);
+            Ok(())
+        })
+    }
+
+    /// Flush, snapshot the producer state, trim indexes and close; later calls raise
+    /// KafkaStorageError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| {
             let mut guard = self.inner.lock();
@@ -752,6 +887,14 @@ fn read_offset_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Vec<PyCheck
         .collect())
 }
 
+/// The producers in a producer state snapshot file (`<offset>.snapshot`), in producer id
+/// order. A file that fails its checks raises CorruptRecordError.
+#[pyfunction]
+fn read_producer_snapshot(py: Python<'_>, path: PathBuf) -> PyResult<Vec<ProducerStateEntry>> {
+    let entries = py.allow_threads(|| read_snapshot(&path)).py()?;
+    Ok(entries.iter().map(ProducerStateEntry::from).collect())
+}
+
 /// Write a Kafka offset checkpoint file atomically.
 #[pyfunction]
 fn write_offset_checkpoint(
@@ -781,7 +924,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EpochEntry>()?;
     m.add_class::<EpochEndOffset>()?;
     m.add_class::<PyCheckpointEntry>()?;
+    m.add_class::<BatchMetadata>()?;
+    m.add_class::<ProducerStateEntry>()?;
     m.add_function(wrap_pyfunction!(read_offset_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(read_producer_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(write_offset_checkpoint, m)?)?;
     Ok(())
 }
