@@ -36,23 +36,34 @@ def committing(h: TxnHarness) -> None:
         UnknownTopicOrPartitionError(),
         NotLeaderOrFollowerError(),
         NetworkError(),  # the request was lost with its connection
-        None,  # the partition is missing from the answer
     ],
 )
-def test_partitions_that_failed_retriably_get_a_new_marker(error: KafkaError | None) -> None:
+def test_partitions_that_failed_retriably_get_a_new_marker(error: KafkaError) -> None:
     h = TxnHarness()
     committing(h)
     first = h.handed_out[-1]
-    answers: dict = {FOO0: None, BAR0: None}
-    if error is not None:
-        answers[FOO1] = error
-    result = h.ack(first, answers)
+    result = h.ack(first, {FOO0: None, BAR0: None, FOO1: error})
     assert not result.records and h.state_of("t") is S.PREPARE_COMMIT
     (retry,) = result.markers
     assert retry.partitions == (FOO1,) and retry.marker_id != first.marker_id
     assert (retry.committed, retry.producer_epoch, retry.coordinator_epoch) == (True, 0, 7)
     done = h.ack(retry)
     assert h.state_of("t") is S.COMPLETE_COMMIT and len(done.records) == 1
+
+
+def test_answers_may_come_in_parts_one_per_writetxnmarkers_request() -> None:
+    h = TxnHarness()
+    committing(h)
+    marker = h.handed_out[-1]
+    first = h.ack(marker, {FOO0: None, FOO1: NotLeaderOrFollowerError()})
+    (retry,) = first.markers
+    assert retry.partitions == (FOO1,) and h.state_of("t") is S.PREPARE_COMMIT
+    assert not h.ack(marker, {FOO0: None}).markers  # answered already: ignored
+    h.ack(retry)
+    assert h.state_of("t") is S.PREPARE_COMMIT  # BAR0 is still awaited
+    assert h.shard.pending_markers["t"].outstanding[marker.marker_id].unanswered == {BAR0}
+    h.ack(marker, {BAR0: None})
+    assert h.state_of("t") is S.COMPLETE_COMMIT
 
 
 def test_partitions_of_deleted_topics_and_unsupported_ones_are_dropped() -> None:

@@ -42,10 +42,11 @@ How a driver runs a shard (the contract)::
         #    to the requester, and write each of result.markers: split its partitions by
         #    leader into WriteTxnMarkers requests (Kafka's TxnMarkerEntry: producer id and
         #    epoch, coordinator epoch, COMMIT if marker.committed else ABORT), then hand
-        #    every partition's answer back through on_markers_written (a request lost with
-        #    its connection: NETWORK_EXCEPTION for its partitions; a partition whose topic no
-        #    longer exists: in ``deleted``). The shard answers with markers to retry (the
-        #    driver may wait retry.backoff.ms) and, once all are written, the Complete record
+        #    each request's per-partition answers back through on_markers_written (a request
+        #    lost with its connection: NETWORK_EXCEPTION for its partitions; a partition
+        #    whose topic no longer exists: in ``deleted``). The shard answers with markers to
+        #    retry (the driver may wait retry.backoff.ms) and, once every partition is
+        #    written, the Complete record
         # 3. if an append fails, or leadership moves: send NOT_COORDINATOR for every
         #    response not yet sent, drop the markers not yet sent, call shard.unload(),
         #    throw the shard away, and load a new one from the log if still leader (with the

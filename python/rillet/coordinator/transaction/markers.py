@@ -5,8 +5,10 @@ Once a transaction is PrepareCommit or PrepareAbort, a COMMIT or ABORT marker mu
 into every partition of the transaction; when every one is written (or its partition is gone)
 the coordinator writes CompleteCommit or CompleteAbort. The shard does not know partition
 leaders: it hands out one :class:`TxnMarker` per transaction with the partitions still to
-write, the driver splits it by leader into WriteTxnMarkers requests, and reports each
-partition's answer back with :meth:`TxnMarkerManager.on_markers_written`:
+write, the driver splits it by leader into WriteTxnMarkers requests, and reports the answers
+back with :meth:`TxnMarkerManager.on_markers_written`, one call per WriteTxnMarkers answer
+(for the partitions that request carried) or per marker; a marker is awaited until every one
+of its partitions has been answered once, and a second answer for a partition is ignored:
 
 ==============================================  =============================================
 answer for a partition                          what the coordinator does (as Kafka)
@@ -15,8 +17,7 @@ None (written)                                  the partition is done
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_      retry: a new marker for those partitions (the
 FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),   driver looks their leaders up again); also any
 REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR          other retriable error, e.g. NETWORK_EXCEPTION
-                                                for a request lost with its connection, and a
-                                                partition missing from the answer
+                                                for a request lost with its connection
 UNSUPPORTED_FOR_MESSAGE_FORMAT,                 the partition is dropped (its producer could
 UNSUPPORTED_VERSION                             not have written to it)
 the partition is in ``deleted`` (no leader:     the partition is dropped
@@ -48,7 +49,7 @@ from rillet.coordinator.transaction.state_manager import TransactionStateManager
 from rillet.errors import IllegalStateError, KafkaError
 from rillet.types import TopicPartition
 
-__all__ = ["PendingCompleteTxn", "TxnMarkerManager"]
+__all__ = ["AwaitedMarker", "PendingCompleteTxn", "TxnMarkerManager"]
 
 _FATAL = frozenset(
     {"CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_REQUIRED_ACKS"}
@@ -68,6 +69,14 @@ _DROP = frozenset({"UNSUPPORTED_FOR_MESSAGE_FORMAT", "UNSUPPORTED_VERSION"})
 
 
 @dataclass
+class AwaitedMarker:
+    """A marker handed out, and its partitions not answered yet."""
+
+    marker: TxnMarker
+    unanswered: set[TopicPartition]
+
+
+@dataclass
 class PendingCompleteTxn:
     """A Prepare* transaction whose markers are being written: the partitions still to
     write, the markers handed out and not answered, and whether sending stopped."""
@@ -77,7 +86,7 @@ class PendingCompleteTxn:
     producer_epoch: int
     committed: bool
     remaining: set[TopicPartition]
-    outstanding: dict[int, TxnMarker] = field(default_factory=dict)
+    outstanding: dict[int, AwaitedMarker] = field(default_factory=dict)
     stopped: bool = False
 
 
@@ -122,7 +131,7 @@ class TxnMarkerManager:
             tuple(sorted(partitions)),
             next(self._ids),
         )
-        pending.outstanding[marker.marker_id] = marker
+        pending.outstanding[marker.marker_id] = AwaitedMarker(marker, set(marker.partitions))
         op.markers.append(marker)
 
     def on_markers_written(
@@ -133,19 +142,28 @@ class TxnMarkerManager:
         deleted: Iterable[TopicPartition],
         now_ms: int,
     ) -> bool:
-        """The answers to ``marker`` (see the module doc); False if the shard was not waiting
-        for it (answered before, or another shard's), which changes nothing."""
+        """Answers for some or all partitions of ``marker`` (see the module doc); the marker
+        is awaited until each of its partitions has been answered once. False if none of
+        these answers was awaited (repeated, or for another shard's marker): nothing
+        changes."""
         pending = self.pending.get(marker.transactional_id)
-        if pending is None or pending.outstanding.get(marker.marker_id) != marker:
+        awaited = None if pending is None else pending.outstanding.get(marker.marker_id)
+        if pending is None or awaited is None or awaited.marker != marker:
             return False
-        del pending.outstanding[marker.marker_id]
         gone = set(deleted)
+        answered = [tp for tp in marker.partitions if tp in awaited.unanswered]
+        answered = [tp for tp in answered if tp in errors or tp in gone]
+        if not answered:
+            return False
+        awaited.unanswered.difference_update(answered)
+        if not awaited.unanswered:
+            del pending.outstanding[marker.marker_id]
         retry: set[TopicPartition] = set()
-        for tp in marker.partitions:
-            error = errors.get(tp)
-            if tp in gone or (error is None and tp in errors):
+        for tp in answered:
+            error = None if tp in gone else errors[tp]
+            if error is None or error.name in _DROP:
                 pending.remaining.discard(tp)
-            elif error is None or error.name in _RETRY:
+            elif error.name in _RETRY:
                 retry.add(tp)
             elif error.name in _FATAL:
                 raise IllegalStateError(
@@ -154,8 +172,6 @@ class TxnMarkerManager:
                 )
             elif error.name in _STOP:
                 pending.stopped = True
-            elif error.name in _DROP:
-                pending.remaining.discard(tp)
             elif error.retriable:
                 retry.add(tp)
             else:

@@ -288,11 +288,12 @@ class TransactionCoordinatorShard:
         *,
         deleted: Iterable[TopicPartition] = (),
     ) -> CoordinatorResult[None]:
-        """The answers of the partition leaders to ``marker`` (an error or None per
-        partition; ``deleted``: partitions without a leader because their topic is gone).
-        The result holds markers to retry, and the CompleteCommit/CompleteAbort record once
-        every partition is written. An answer to a marker this shard is not waiting for is
-        ignored (see :mod:`rillet.coordinator.transaction.markers`)."""
+        """The answers of partition leaders to ``marker``: an error or None for each
+        partition answered (all of the marker's, or those of one WriteTxnMarkers request;
+        ``deleted``: partitions without a leader because their topic is gone). The result
+        holds markers to retry, and the CompleteCommit/CompleteAbort record once every
+        partition is written. An answer this shard is not waiting for is ignored (see
+        :mod:`rillet.coordinator.transaction.markers`)."""
         op = Operation()
         if self.loaded:
             self._markers.on_markers_written(op, marker, errors, deleted, now_ms)
