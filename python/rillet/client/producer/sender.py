@@ -238,8 +238,9 @@ class Sender:
         """Retries to send now (call under ``lock``). With idempotence a partition's retries
         go together, in sequence order, once none of its batches is on the wire."""
         if self._idem is None:
-            due = [b for b in self.retries if b.retry_at <= now]
-            return sorted(due, key=lambda b: b.created_ms)
+            return sorted(
+                (b for b in self.retries if b.retry_at <= now), key=lambda b: b.created_ms
+            )
         by_slot: dict[int, list[InFlightBatch]] = defaultdict(list)
         for b in self.retries:
             by_slot[b.slot].append(b)
