@@ -18,10 +18,10 @@
 //! re-encoded against it so every timestamp reads the same as before. A later cleaning
 //! after the horizon drops the tombstones.
 //!
-//! A batch left with no record is dropped, or, when the caller asks
-//! ([`EmptyBatch::RetainEmpty`]), written as a bare 61-byte header with no records, the same
-//! offsets and no codec (Kafka's `writeEmptyHeader`), so the offsets it spanned stay
-//! accounted for.
+//! A batch left with no record (one an earlier cleaning emptied too) is dropped, or, when
+//! the caller asks ([`EmptyBatch::RetainEmpty`]), written as a bare 61-byte header with no
+//! records, the same offsets and no codec (Kafka's `writeEmptyHeader`), so the offsets it
+//! spanned, and its producer's sequence, stay accounted for.
 
 use std::ops::Range;
 
@@ -187,11 +187,8 @@ impl BatchFilter {
             delete_horizon_ms: h.has_delete_horizon().then_some(h.base_timestamp),
         };
         let needs_horizon = tombstones > 0 && !h.has_delete_horizon();
-        if kept == total && !needs_horizon {
-            out.extend_from_slice(batch);
-            result.size = batch.len();
-            return Ok(result);
-        }
+        // Before the "everything kept" case: a batch already emptied by an earlier cleaning
+        // keeps nothing too, and goes unless the caller asks to retain it (Kafka's filterTo).
         if kept == 0 {
             result.delete_horizon_ms = None;
             result.written = match if_empty {
@@ -201,6 +198,11 @@ impl BatchFilter {
                     Written::Empty
                 }
             };
+            return Ok(result);
+        }
+        if kept == total && !needs_horizon {
+            out.extend_from_slice(batch);
+            result.size = batch.len();
             return Ok(result);
         }
         let base_timestamp = if needs_horizon {
@@ -553,6 +555,16 @@ mod tests {
             assert_eq!(nh.max_timestamp, h.max_timestamp);
             assert!(records_of(&out).is_empty());
         }
+    }
+
+    #[test]
+    fn a_batch_emptied_earlier_is_dropped_or_kept_again() {
+        let batch = sample(Compression::Gzip);
+        let (_, empty) = run(&batch, 0, EmptyBatch::RetainEmpty, |_| false);
+        let (f, out) = run(&empty, 0, EmptyBatch::Delete, |_| true);
+        assert_eq!((f.written, out.len()), (Written::Deleted, 0));
+        let (f, out) = run(&empty, 0, EmptyBatch::RetainEmpty, |_| true);
+        assert_eq!((f.written, out), (Written::Empty, empty));
     }
 
     #[test]
