@@ -10,6 +10,7 @@ from typing_extensions import Buffer
 __all__ = [
     "ArrowBatch",
     "BatchBuilder",
+    "BatchMetadata",
     "BatchSpan",
     "CheckpointEntry",
     "CleanerConfig",
@@ -33,6 +34,7 @@ __all__ = [
     "LogToClean",
     "ProducePartitionView",
     "ProduceRequestView",
+    "ProducerStateEntry",
     "ReadyBatches",
     "Record",
     "RecordAccumulator",
@@ -54,6 +56,7 @@ __all__ = [
     "murmur2",
     "partition_for_key",
     "read_offset_checkpoint",
+    "read_producer_snapshot",
     "transfer",
     "validate_record_batches",
     "write_offset_checkpoint",

@@ -136,6 +136,10 @@ class BrokerConfig:
         "log.flush.start.offset.checkpoint.interval.ms"
     )
     log_cleaner_enable = _Value[bool]("log.cleaner.enable")
+    producer_id_expiration_ms = _Value[int]("producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms = _Value[int](
+        "producer.id.expiration.check.interval.ms"
+    )
     num_network_threads = _Value[int]("num.network.threads")
     num_io_threads = _Value[int]("num.io.threads")
     group_initial_rebalance_delay_ms = _Value[int]("group.initial.rebalance.delay.ms")

@@ -428,8 +428,20 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             "Expire idle producer ids",
             at_least(1),
         ),
+        _k(
+            "producer.id.expiration.check.interval.ms",
+            "int",
+            600_000,
+            "How often expired producer ids are removed",
+            at_least(1),
+        ),
     ]
 }
+
+# The producer-state keys that take effect (the LogManager expires producer ids).
+_LIVE_PRODUCER_ID_KEYS = frozenset(
+    {"producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"}
+)
 
 
 # Keys that name behaviour Rillet does not have yet, with what they wait for. They are
@@ -444,6 +456,7 @@ INERT_KEYS: dict[str, str] = {
             k
             for k in BROKER_CONFIGS
             if k.startswith(("transaction.", "transactional.", "producer.id."))
+            and k not in _LIVE_PRODUCER_ID_KEYS
         ],
         "exactly-once delivery",
     ),

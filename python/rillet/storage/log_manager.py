@@ -18,8 +18,10 @@ any later moment leads to recovery. On shutdown every log is flushed and closed,
 checkpoints written, and only then the marker created.
 
 The background work is the LogManager's own (Kafka's kafka-log-flusher, kafka-log-retention
-and kafka-recovery-point-checkpoint tasks): :meth:`LogManager.schedule` hands it to the
-injected scheduler at the broker's intervals, and starts the log cleaner's threads
+and kafka-recovery-point-checkpoint tasks, and each UnifiedLog's
+PeriodicProducerExpirationCheck, here one task for every log): :meth:`LogManager.schedule`
+hands it to the injected scheduler at the broker's intervals, and starts the log cleaner's
+threads
 (:mod:`rillet.storage.log_cleaner`), which compact the logs with ``compact`` in their
 ``cleanup.policy`` while retention deletes from those with ``delete`` in it (both for
 ``compact,delete``).
@@ -38,16 +40,18 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rillet._core import (
     CheckpointEntry,
     Log,
+    LogConfig,
     RecoveryInfo,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
 from rillet.config import TopicConfig, resolve_topic_config
+from rillet.config.broker_keys import BROKER_CONFIGS
 from rillet.errors import InvalidTopicError, KafkaStorageError
 from rillet.metadata.topic_names import (
     METADATA_TOPIC,
@@ -69,6 +73,34 @@ DELETE_DIR_SUFFIX = "-delete"
 _log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ProducerStateConfig:
+    """The broker's producer-state settings (Kafka's ProducerStateManagerConfig and
+    TransactionLogConfig): ``producer.id.expiration.ms``, after which an idle producer is
+    forgotten (unless its transaction is open), and
+    ``producer.id.expiration.check.interval.ms``, how often that is checked."""
+
+    producer_id_expiration_ms: int = BROKER_CONFIGS["producer.id.expiration.ms"].default
+    producer_id_expiration_check_interval_ms: int = BROKER_CONFIGS[
+        "producer.id.expiration.check.interval.ms"
+    ].default
+
+    @classmethod
+    def from_broker_config(cls, values: Mapping[str, Any]) -> ProducerStateConfig:
+        """From parsed broker values (``BrokerConfig.values``); absent keys take Kafka's
+        defaults."""
+
+        def get(key: str) -> Any:
+            return values[key] if key in values else BROKER_CONFIGS[key].default
+
+        return cls(
+            producer_id_expiration_ms=get("producer.id.expiration.ms"),
+            producer_id_expiration_check_interval_ms=get(
+                "producer.id.expiration.check.interval.ms"
+            ),
+        )
+
+
 @dataclass
 class _ManagedLog:
     log: Log
@@ -87,6 +119,8 @@ class LogManager:
     clock: Clock = wall_clock_ms
     # The broker's log.cleaner.* settings (LogCleanerConfig.from_broker_config).
     cleaner_config: LogCleanerConfig = field(default_factory=LogCleanerConfig)
+    # The broker's producer.id.expiration.* settings (ProducerStateConfig.from_broker_config).
+    producer_state_config: ProducerStateConfig = field(default_factory=ProducerStateConfig)
     _logs: dict[TopicPartition, _ManagedLog] = field(default_factory=dict, init=False)
     _locks: list[IO[bytes]] = field(default_factory=list, init=False)
     _dirs: list[Path] = field(default_factory=list, init=False)
@@ -161,7 +195,7 @@ class LogManager:
             config = self._config_for(tp.topic)
             log = Log.open(
                 child,
-                config.log_config(),
+                self._log_config(config),
                 recovery_point=points.get(tp, 0),
                 log_start_offset=starts.get(tp, 0),
                 clean_shutdown=clean,
@@ -181,6 +215,13 @@ class LogManager:
 
     def _config_for(self, topic: str) -> TopicConfig:
         return resolve_topic_config(self.broker_config, self._topic_overrides.get(topic))
+
+    def _log_config(self, config: TopicConfig) -> LogConfig:
+        """What the Rust log enforces: the topic's configs and the broker's
+        ``producer.id.expiration.ms``."""
+        return config.log_config().with_producer_id_expiration_ms(
+            self.producer_state_config.producer_id_expiration_ms
+        )
 
     def topic_config(self, topic: str) -> TopicConfig:
         """The resolved configs of ``topic``: its overrides over the broker's defaults."""
@@ -249,7 +290,7 @@ class LogManager:
         path = d / name
         if path.resolve().parent != d:
             raise InvalidTopicError(f"partition directory {name!r} would escape {d}")
-        log = Log.open(path, config.log_config(), now_ms=self.clock())
+        log = Log.open(path, self._log_config(config), now_ms=self.clock())
         if topic_id is not None:
             write_topic_id(path, topic_id)
         self._logs[tp] = _ManagedLog(log, d, config, self.clock(), topic_id)
@@ -270,7 +311,7 @@ class LogManager:
         for tp, m in self._logs.items():
             if tp.topic == topic:
                 m.config = config
-                m.log.update_config(config.log_config())
+                m.log.update_config(self._log_config(config))
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log and its directory. Returns whether it existed."""
@@ -299,12 +340,13 @@ class LogManager:
         checkpoint_ms: int,
         high_watermarks: Callable[[], Mapping[TopicPartition, int]],
     ) -> None:
-        """Run the flusher, retention and the recovery-point / log-start-offset checkpoints
-        on ``scheduler`` (``log.flush.scheduler.interval.ms``,
-        ``log.retention.check.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``),
-        and start the log cleaner. Neither retention nor the cleaner goes past a partition's
-        high watermark: the cleaner gets a snapshot of them taken on the scheduler's thread
-        every ``log.cleaner.backoff.ms``, the pace at which it looks for work."""
+        """Run the flusher, retention, the recovery-point / log-start-offset checkpoints and
+        producer id expiry on ``scheduler`` (``log.flush.scheduler.interval.ms``,
+        ``log.retention.check.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``,
+        ``producer.id.expiration.check.interval.ms``), and start the log cleaner. Neither
+        retention nor the cleaner goes past a partition's high watermark: the cleaner gets a
+        snapshot of them taken on the scheduler's thread every ``log.cleaner.backoff.ms``, the
+        pace at which it looks for work."""
         scheduler.schedule("kafka-log-flusher", self.flush_dirty_logs, flush_check_ms)
         scheduler.schedule(
             "kafka-log-retention",
@@ -312,6 +354,11 @@ class LogManager:
             retention_check_ms,
         )
         scheduler.schedule("kafka-recovery-point-checkpoint", self.checkpoint, checkpoint_ms)
+        scheduler.schedule(
+            "PeriodicProducerExpirationCheck",
+            self.remove_expired_producers,
+            self.producer_state_config.producer_id_expiration_check_interval_ms,
+        )
         cleaner = self._cleaner
         if cleaner is not None and cleaner.config.enable:
             cleaner.update_high_watermarks(high_watermarks())
@@ -357,6 +404,13 @@ class LogManager:
             hw = high_watermarks.get(tp) if high_watermarks else None
             deleted += m.log.delete_old_segments(now_ms=now, high_watermark=hw)
         return deleted
+
+    def remove_expired_producers(self) -> None:
+        """Forget, in every log, the producers idle for ``producer.id.expiration.ms`` without
+        an open transaction (Kafka's PeriodicProducerExpirationCheck)."""
+        now = self.clock()
+        for m in list(self._logs.values()):
+            m.log.remove_expired_producers(now)
 
     def checkpoint(self) -> None:
         """Write every log dir's recovery-point and log-start-offset checkpoints."""
