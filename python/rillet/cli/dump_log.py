@@ -1,7 +1,9 @@
 """``rillet dump-log``: Kafka's DumpLogSegments (``kafka-dump-log.sh``).
 
-Prints the batches of ``.log`` files, the entries of ``.index`` and ``.timeindex`` files, and
-with ``--verify-index-only`` checks index entries against the log they index.
+Prints the batches of ``.log`` files (with each control record's transaction marker), the
+entries of ``.index`` and ``.timeindex`` files, the producers of producer-state
+``.snapshot`` files, and with ``--verify-index-only`` checks index entries against the log
+they index.
 """
 
 from __future__ import annotations
@@ -13,13 +15,31 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from rillet._core import RecordBatch, decode_batches, validate_record_batches
+from rillet._core import (
+    ProducerStateEntry,
+    Record,
+    RecordBatch,
+    decode_batches,
+    read_producer_snapshot,
+    validate_record_batches,
+)
 from rillet.errors import KafkaError
 
-HELP = "Dump segment files (.log, .index, .timeindex) like kafka-dump-log.sh"
+HELP = "Dump segment files (.log, .index, .timeindex, .snapshot) like kafka-dump-log.sh"
 
 LOG_OVERHEAD = 12
 CHUNK = 8 << 20
+INT32_MAX = 2**31 - 1
+# Kafka's ControlRecordType ids.
+CONTROL_RECORD_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                     verify_only=args.verify_index_only,
                     sanity_only=args.index_sanity_check,
                 )
+            elif path.suffix == ".snapshot":
+                dump_producer_snapshot(path, out)
             else:
                 print(f"Ignoring unknown file {path}", file=sys.stderr)
                 status = 1
@@ -120,12 +142,35 @@ def _show(b: bytes | None) -> str:
     return "" if b is None else b.decode("utf-8", errors="backslashreplace")
 
 
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment``, wrapping past 2**31 - 1 to 0 (Kafka's
+    ``DefaultRecordBatch.incrementSequence``); -1 (no sequence) stays -1."""
+    if sequence < 0:
+        return -1
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def describe_control_record(record: Record) -> str:
+    """Kafka's ``endTxnMarker: COMMIT coordinatorEpoch: 3`` for a transaction marker,
+    ``controlType: NAME(id)`` for another control record."""
+    key = record.key or b""
+    if len(key) < 4 or struct.unpack_from(">h", key)[0] < 0:
+        return f"controlType: UNKNOWN(invalid key of {len(key)} bytes)"
+    (type_id,) = struct.unpack_from(">h", key, 2)
+    name = CONTROL_RECORD_TYPES.get(type_id, "UNKNOWN")
+    if name not in ("ABORT", "COMMIT"):
+        return f"controlType: {name}({type_id})"
+    value = record.value or b""
+    if len(value) < 6 or struct.unpack_from(">h", value)[0] < 0:
+        return f"endTxnMarker: {name} coordinatorEpoch: invalid ({len(value)} value bytes)"
+    (coordinator_epoch,) = struct.unpack_from(">i", value, 2)
+    return f"endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
+
+
 def describe_batch(batch: RecordBatch, position: int, valid: bool) -> str:
-    last_seq = (
-        -1
-        if batch.base_sequence < 0
-        else batch.base_sequence + batch.last_offset - batch.base_offset
-    )
+    last_seq = increment_sequence(batch.base_sequence, batch.last_offset - batch.base_offset)
     return (
         f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
         f"count: {batch.record_count} "
@@ -159,20 +204,52 @@ def dump_log_file(path: Path, out: TextIO, *, deep: bool, print_data: bool, max_
         print(describe_batch(batch, position, valid), file=out)
         if not deep:
             continue
-        for i, r in enumerate(batch.records):
-            seq = -1 if batch.base_sequence < 0 else batch.base_sequence + i
+        for r in batch.records:
+            seq = increment_sequence(batch.base_sequence, r.offset - batch.base_offset)
             line = (
                 f"| offset: {r.offset} {batch.timestamp_type}: {r.timestamp} "
                 f"keySize: {-1 if r.key is None else len(r.key)} "
                 f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
                 f"headerKeys: [{','.join(k for k, _ in r.headers)}]"
             )
-            if print_data:
+            if batch.is_control:
+                line += " " + describe_control_record(r)
+            elif print_data:
                 if r.key is not None:
                     line += f" key: {_show(r.key)}"
                 if r.value is not None:
                     line += f" payload: {_show(r.value)}"
             print(line, file=out)
+
+
+def describe_producer(entry: ProducerStateEntry) -> str:
+    """One producer of a snapshot, as Kafka's DumpLogSegments prints it."""
+    txn = entry.current_txn_start_offset
+    line = (
+        f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+        f"coordinatorEpoch: {entry.coordinator_epoch} "
+        f"currentTxnFirstOffset: {'OptionalLong.empty' if txn is None else f'OptionalLong[{txn}]'} "
+        f"lastTimestamp: {entry.last_timestamp} "
+    )
+    b = entry.last_batch
+    if b is not None:
+        line += (
+            f"firstSequence: {b.first_sequence} lastSequence: {b.last_sequence} "
+            f"lastOffset: {b.last_offset} offsetDelta: {b.offset_delta} timestamp: {b.timestamp}"
+        )
+    return line
+
+
+def dump_producer_snapshot(path: Path, out: TextIO) -> None:
+    """The producers of a producer-state snapshot; a corrupt one is reported on stderr, as
+    Kafka reports a CorruptSnapshotException."""
+    try:
+        entries = read_producer_snapshot(path)
+    except KafkaError as e:
+        print(e, file=sys.stderr)
+        return
+    for entry in entries:
+        print(describe_producer(entry), file=out)
 
 
 def _log_batches_by_position(log_path: Path) -> dict[int, tuple[int, int]]:
