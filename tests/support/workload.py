@@ -3,12 +3,14 @@
 
 The check: every acknowledged record is in the log, in the order it was sent, and every
 record the consumer was given is still at the offset it was given at (nothing it read above
-a high watermark was later truncated). The producer is not idempotent, so a retried batch
-may appear twice; duplicates are allowed, losses and reordering are not.
+a high watermark was later truncated). The producer is idempotent (Kafka's default), so no
+record may appear twice either: exactly once, in send order. With ``idempotent=False`` a
+retried batch may appear twice; duplicates are then allowed, losses and reordering are not.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections.abc import Iterator
@@ -53,9 +55,18 @@ def fault_cluster(
 
 
 class Workload:
-    def __init__(self, bootstrap: str, tp: TopicPartition, prefix: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        tp: TopicPartition,
+        prefix: str,
+        *,
+        idempotent: bool = True,
+        max_in_flight: int = 1,
+    ) -> None:
         self.tp = tp
         self.prefix = prefix
+        self.idempotent = idempotent
         self.acked: list[int] = []
         self.consumed: dict[int, bytes] = {}
         self.errors: list[str] = []
@@ -63,7 +74,8 @@ class Workload:
         self.producer = Producer(
             bootstrap_servers=bootstrap,
             acks="all",
-            max_in_flight_requests_per_connection=1,
+            max_in_flight_requests_per_connection=max_in_flight,
+            enable_idempotence=idempotent,
             retry_backoff_ms=50,
             request_timeout_ms=3000,
             linger_ms=1,
@@ -149,5 +161,11 @@ def check_workload(bootstrap: str, *workloads: Workload) -> None:
         assert not missing, f"{len(missing)} acknowledged records lost, first {missing[:5]}"
         positions = [first_at[v] for v in acked]
         assert positions == sorted(positions), f"acknowledged records of {w.prefix} out of order"
+        if w.idempotent:
+            mine = [v for _, v in log if v.startswith(w.prefix.encode())]
+            twice = sorted(v for v, n in collections.Counter(mine).items() if n > 1)
+            assert not twice, f"{len(twice)} records of {w.prefix} written twice: {twice[:5]}"
+            sent = [int(v[len(w.prefix) :]) for v in mine]
+            assert sent == sorted(sent), f"records of {w.prefix} not in send order"
         moved = {o: v for o, v in w.consumed.items() if by_offset.get(o) != v}
         assert not moved, f"records a consumer read were later truncated or replaced: {moved}"

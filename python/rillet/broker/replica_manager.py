@@ -52,6 +52,9 @@ class ProducedPartition:
     base_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
+    # Each batch's base offset when an idempotent retry's batches were not all appended
+    # one after the other (some were duplicates, answered with their original offsets).
+    batch_base_offsets: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -281,7 +284,11 @@ class ReplicaManager:
                 results[tp] = ProducedPartition(e)
                 continue
             results[tp] = ProducedPartition(
-                None, info.first_offset, info.log_append_time, info.log_start_offset
+                None,
+                info.first_offset,
+                info.log_append_time,
+                info.log_start_offset,
+                tuple(info.batch_base_offsets or ()),
             )
             self.fetch_purgatory.check_and_complete(tp)
             self.produce_purgatory.check_and_complete(tp)

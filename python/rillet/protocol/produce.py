@@ -124,4 +124,5 @@ def produce_response(
             part.base_offset = r.base_offset
             part.log_append_time_ms = r.log_append_time_ms
             part.log_start_offset = r.log_start_offset
+            part.batch_base_offsets.extend(r.batch_base_offsets)
     return response
