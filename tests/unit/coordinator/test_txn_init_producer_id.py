@@ -207,13 +207,18 @@ def test_a_producer_id_source_that_cannot_give_one_is_the_producers_retriable_er
 def test_a_shard_answers_only_its_ids_and_only_while_loaded() -> None:
     config = TransactionCoordinatorConfig(transaction_state_log_num_partitions=50)
     request = InitProducerIdRequest("t", TIMEOUT_MS)  # "t" lives in partition 16
+
+    def error(shard: TransactionCoordinatorShard) -> object:
+        response = shard.init_producer_id(request, 0).response
+        assert response is not None
+        return response.error
+
     other = TransactionCoordinatorShard(0, 1, config, producer_ids=lambda: 1)
     other.on_loaded(0)
-    assert isinstance(other.init_producer_id(request, 0).response.error, NotCoordinatorError)
+    assert isinstance(error(other), NotCoordinatorError)
     shard = TransactionCoordinatorShard(16, 1, config, producer_ids=lambda: 1)
-    loading = shard.init_producer_id(request, 0).response
-    assert isinstance(loading.error, CoordinatorLoadInProgressError)
+    assert isinstance(error(shard), CoordinatorLoadInProgressError)
     shard.on_loaded(0)
-    assert shard.init_producer_id(request, 0).response.error is None
+    assert error(shard) is None
     shard.unload()
-    assert isinstance(shard.init_producer_id(request, 0).response.error, NotCoordinatorError)
+    assert isinstance(error(shard), NotCoordinatorError)
