@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rillet.coordinator.transaction.records import (
     TransactionLogPartitions,
@@ -268,27 +269,27 @@ class TransactionMetadata:
         """Expiry: an idle Empty or Complete* id -> Dead, written as a tombstone."""
         return self._transit(_S.DEAD, topic_partitions=frozenset())
 
-    def _transit(self, new_state: TransactionState, **changes: object) -> TxnTransitMetadata:
+    def _transit(self, new_state: TransactionState, **changes: Any) -> TxnTransitMetadata:
         if self.state not in new_state.valid_previous_states:
             raise IllegalStateError(
                 f"TransactionalId {self.transactional_id}: preparing transaction state "
                 f"transition to {new_state} failed since the current state {self.state} is "
                 "not a valid previous state of the target state"
             )
-        values: dict[str, object] = {
-            "producer_id": self.producer_id,
-            "previous_producer_id": self.previous_producer_id,
-            "next_producer_id": self.next_producer_id,
-            "producer_epoch": self.producer_epoch,
-            "last_producer_epoch": self.last_producer_epoch,
-            "txn_timeout_ms": self.txn_timeout_ms,
-            "topic_partitions": self.topic_partitions,
-            "txn_start_timestamp": self.txn_start_timestamp,
-            "txn_last_update_timestamp": self.txn_last_update_timestamp,
-            "client_transaction_version": self.client_transaction_version,
-        }
-        values.update(changes)
-        transit = TxnTransitMetadata(txn_state=new_state, **values)  # type: ignore[arg-type]
+        current = TxnTransitMetadata(
+            producer_id=self.producer_id,
+            previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id,
+            producer_epoch=self.producer_epoch,
+            last_producer_epoch=self.last_producer_epoch,
+            txn_timeout_ms=self.txn_timeout_ms,
+            txn_state=new_state,
+            topic_partitions=self.topic_partitions,
+            txn_start_timestamp=self.txn_start_timestamp,
+            txn_last_update_timestamp=self.txn_last_update_timestamp,
+            client_transaction_version=self.client_transaction_version,
+        )
+        transit = replace(current, **changes)
         if transit.producer_id < 0:
             raise IllegalStateError(f"Illegal new producer id {transit.producer_id}")
         if new_state is not _S.DEAD and transit.producer_epoch < 0:
