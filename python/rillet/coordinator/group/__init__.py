@@ -27,6 +27,8 @@ Layout::
     classic_protocol.py   JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     classic_rebalance.py  the join and sync phases of a classic rebalance, their timers
     offsets.py            OffsetCommit/Fetch/Delete, reset, expiry
+    pending_offsets.py    offsets pending in open transactions, by producer
+    txn_offsets.py        TxnOffsetCommit (KIP-98, KIP-447 fencing)
     admin.py              ListGroups, DescribeGroups, ConsumerGroupDescribe, DeleteGroups
     shard.py              GroupCoordinatorShard: the facade the driver calls
 
@@ -49,6 +51,13 @@ How a driver runs a shard (the contract)::
         # 3. if an append fails, or leadership moves: send NOT_COORDINATOR for every
         #    response not yet sent, add shard.unload() (the parked requests' answers),
         #    throw the shard away, and load a new one from the log if still leader
+
+Transactions: ``result.producer`` means the records are one transactional batch of that
+producer (id, epoch, no sequence); ``result.marker`` means append that COMMIT/ABORT control
+batch instead; either may be refused by the log before it writes anything (a fenced
+producer epoch), and then ``result.undo()`` puts the shard back. Loading passes a
+transactional batch's producer id to ``replay(key, value, producer_id=...)`` and each
+control batch to ``replay_end_transaction_marker(producer_id, committed)``.
 
 JoinGroup and SyncGroup may have to wait for other members: their answer is never
 ``result.response`` but a :class:`Completion` for the ``handle`` the driver passed, in this
@@ -110,10 +119,17 @@ from rillet.coordinator.group.messages import (
     SyncGroupResponse,
     TopicPartitionErrors,
     TopicPartitionIndexes,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from rillet.coordinator.group.partitioner import java_string_hashcode, partition_for
 from rillet.coordinator.group.records import CoordinatorRecord, decode_record
-from rillet.coordinator.group.results import Completion, CoordinatorResult
+from rillet.coordinator.group.results import (
+    Completion,
+    CoordinatorResult,
+    EndTxnMarker,
+    ProducerIdAndEpoch,
+)
 from rillet.coordinator.group.shard import GroupCoordinatorShard
 
 __all__ = [
@@ -134,6 +150,7 @@ __all__ = [
     "DeletableGroupResult",
     "DescribedGroup",
     "DescribedGroupMember",
+    "EndTxnMarker",
     "GroupCoordinatorConfig",
     "GroupCoordinatorShard",
     "GroupSpec",
@@ -163,11 +180,14 @@ __all__ = [
     "OffsetFetchResponseTopic",
     "OwnedTopicPartitions",
     "PartitionError",
+    "ProducerIdAndEpoch",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TopicInfo",
     "TopicPartitionErrors",
     "TopicPartitionIndexes",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "decode_assignment",
     "decode_record",
     "decode_subscription",

@@ -53,6 +53,8 @@ __all__ = [
     "SyncGroupResponse",
     "TopicPartitionErrors",
     "TopicPartitionIndexes",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
 ]
 
 # -- KIP-848 ---------------------------------------------------------------------------------
@@ -263,6 +265,27 @@ class OffsetCommitResponse:
 
 
 @dataclass(frozen=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit (KIP-98; v3+ carries the consumer's group metadata for KIP-447
+    fencing): offsets a transactional producer commits for ``group_id`` inside its
+    transaction. ``generation_id_or_member_epoch`` -1 with no member id: not checked."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[OffsetCommitRequestTopic, ...]
+    generation_id_or_member_epoch: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitResponse:
+    topics: tuple[TopicPartitionErrors, ...]
+
+
+@dataclass(frozen=True)
 class TopicPartitionIndexes:
     name: str
     partition_indexes: tuple[int, ...]
@@ -277,6 +300,9 @@ class OffsetFetchRequest:
     topics: tuple[TopicPartitionIndexes, ...] | None = None
     member_id: str | None = None
     member_epoch: int = -1
+    # OffsetFetch v7+: a partition with an offset still pending in an open transaction is
+    # answered UNSTABLE_OFFSET_COMMIT (retriable) instead of its last committed offset.
+    require_stable: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,17 @@ Commits are validated against the group before any record is written:
   (REBALANCE_IN_PROGRESS). A commit keeps a classic member's session alive.
 
 OffsetFetch of an unknown group answers -1 offsets, as Kafka; a KIP-848 member that names
-itself must send its current epoch. OffsetDelete refuses topics the group subscribes to
+itself must send its current epoch. With ``require_stable`` (OffsetFetch v7+, KIP-447) a
+partition with an offset pending in an open transaction is UNSTABLE_OFFSET_COMMIT; without,
+its last committed offset. OffsetDelete refuses topics the group subscribes to
 (GROUP_SUBSCRIBED_TO_TOPIC) and non-empty classic groups of other protocol types
-(NON_EMPTY_GROUP).
+(NON_EMPTY_GROUP); it writes a tombstone for a partition with a committed or a pending
+offset, and so does DeleteGroups for each (which drops the pending ones).
 
 Expiry (every ``offsets.retention.check.interval.ms``): an offset of a topic the group does
 not subscribe to expires ``offsets.retention.minutes`` after its commit, or, in an Empty
-classic group, after the group became Empty; a group left empty without offsets is deleted.
+classic group, after the group became Empty, unless the partition has a pending offset; a
+group left empty without offsets is deleted, unless it has open transactions (KAFKA-19163).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ from rillet.errors import (
     RebalanceInProgressError,
     StaleMemberEpochError,
     UnknownMemberIdError,
+    UnstableOffsetCommitError,
 )
 
 __all__ = ["EXPIRATION_TIMER", "OffsetManager", "error_commit_response"]
@@ -220,13 +225,19 @@ class OffsetManager:
             wanted = {t: tuple(sorted(ps)) for t, ps in sorted(offsets.items())}
         else:
             wanted = {t.name: t.partition_indexes for t in request.topics}
+        pending = self.ctx.state.pending
         topics = []
         for name, partitions in wanted.items():
             by_partition = offsets.get(name, {})
             out = []
             for p in partitions:
                 o = by_partition.get(p)
-                if o is None:
+                if request.require_stable and pending.has_pending(gid, name, p):
+                    error = UnstableOffsetCommitError(
+                        f"{name}-{p} has an offset pending in an open transaction of group {gid}"
+                    )
+                    out.append(OffsetFetchResponsePartition(p, error=error))
+                elif o is None:
                     out.append(OffsetFetchResponsePartition(p))
                 else:
                     epoch = -1 if o.leader_epoch is None else o.leader_epoch
@@ -256,17 +267,26 @@ class OffsetManager:
                 partitions = tuple(PartitionError(p, error) for p in topic.partition_indexes)
             else:
                 for p in topic.partition_indexes:
-                    if self.ctx.state.offset(gid, topic.name, p) is not None:
+                    if self.ctx.state.offset(
+                        gid, topic.name, p
+                    ) is not None or self.ctx.state.pending.has_pending(gid, topic.name, p):
                         op.append(offset_commit_tombstone(gid, topic.name, p))
                 partitions = tuple(PartitionError(p) for p in topic.partition_indexes)
             topics.append(TopicPartitionErrors(topic.name, partitions))
         return OffsetDeleteResponse(topics=tuple(topics))
 
     def delete_all(self, op: Operation, group_id: str) -> None:
-        """Tombstones for every offset of the group (DeleteGroups)."""
-        for topic, partitions in sorted(self.ctx.state.offsets.get(group_id, {}).items()):
-            for p in sorted(partitions):
-                op.append(offset_commit_tombstone(group_id, topic, p))
+        """Tombstones for every offset of the group, committed or pending, once each
+        (DeleteGroups)."""
+        state = self.ctx.state
+        committed = [
+            (topic, p)
+            for topic, partitions in sorted(state.offsets.get(group_id, {}).items())
+            for p in sorted(partitions)
+        ]
+        pending = [tp for tp in state.pending.partitions_of(group_id) if tp not in set(committed)]
+        for topic, p in committed + pending:
+            op.append(offset_commit_tombstone(group_id, topic, p))
 
     # -- expiry ----------------------------------------------------------------------------
 
@@ -290,10 +310,12 @@ class OffsetManager:
         self.schedule_expiration(now_ms)
 
     def _cleanup_expired_offsets(self, op: Operation, gid: str, now_ms: int) -> bool:
-        """Tombstones the group's expired offsets; True if none is left."""
+        """Tombstones the group's expired offsets; True if none is left and the group has no
+        open transaction."""
+        pending = self.ctx.state.pending
         offsets = self.ctx.state.offsets.get(gid)
         if not offsets:
-            return True
+            return not pending.has_open_transactions(gid)
         group = self.ctx.state.groups.get(gid)
         base = self._expiration_base(group)
         if base is None:
@@ -309,11 +331,11 @@ class OffsetManager:
                     expired = now_ms >= o.expire_timestamp_ms
                 else:
                     expired = now_ms - base(o) >= retention
-                if expired:
+                if expired and not pending.has_pending(gid, topic, p):
                     op.append(offset_commit_tombstone(gid, topic, p))
                 else:
                     all_expired = False
-        return all_expired
+        return all_expired and not pending.has_open_transactions(gid)
 
     @staticmethod
     def _expiration_base(group: Group | None) -> _Base | None:

@@ -13,6 +13,15 @@ writes before it are committed.
 the shard at once (so the next step of the handler sees it); ``append_persisted_snapshot``
 only lists it, for the classic group's GroupMetadata records, which snapshot in-memory state
 the handler already changed (Kafka's ``CoordinatorResult.replayRecords == false``).
+
+Transactions (KIP-98, KIP-447): a TxnOffsetCommit's result names its ``producer``; the
+driver writes its records as one transactional batch with that producer id and epoch (no
+sequence, the log's coordinator origin), and they stay pending until the producer's marker.
+A ``complete_transaction`` result carries no records but the ``marker`` to append as a
+control batch. Both come with ``undo``: the shard applied them already, and should the log
+refuse the append before writing a byte (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
+...), the driver calls ``undo()`` before running anything else on the shard, which puts the
+shard back as it was (Kafka's runtime reverts its timeline to the last written offset).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from typing import Generic, TypeVar
 
 from rillet.coordinator.group.records import CoordinatorRecord
 
-__all__ = ["Completion", "CoordinatorResult", "Operation"]
+__all__ = ["Completion", "CoordinatorResult", "EndTxnMarker", "Operation", "ProducerIdAndEpoch"]
 
 R = TypeVar("R")
 
@@ -38,12 +47,38 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class ProducerIdAndEpoch:
+    """The transactional producer a batch is written for (Kafka's ``ProducerIdAndEpoch``)."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
+class EndTxnMarker:
+    """A COMMIT (``committed``) or ABORT marker to append as a control batch
+    (:func:`rillet.coordinator.end_txn_marker.end_txn_marker_batch`)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    committed: bool
+
+
+@dataclass(frozen=True)
 class CoordinatorResult(Generic[R]):
-    """Records to append, the response to send, parked requests to complete (see module)."""
+    """Records to append, the response to send, parked requests to complete (see module).
+
+    ``producer``: the records are one transactional batch of that producer. ``marker``: a
+    transaction marker to append (then ``records`` is empty). ``undo``: set with either,
+    restores the shard if the log refuses the append (see the module doc)."""
 
     records: tuple[CoordinatorRecord, ...] = ()
     response: R | None = None
     completions: tuple[Completion, ...] = ()
+    producer: ProducerIdAndEpoch | None = None
+    marker: EndTxnMarker | None = None
+    undo: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -53,6 +88,9 @@ class Operation:
     replay: Callable[[CoordinatorRecord], None]
     records: list[CoordinatorRecord] = field(default_factory=list)
     completions: list[Completion] = field(default_factory=list)
+    # A transactional operation: its records are written for (and replayed as pending
+    # offsets of) this producer.
+    producer: ProducerIdAndEpoch | None = None
 
     def append(self, record: CoordinatorRecord) -> None:
         self.records.append(record)
@@ -66,4 +104,6 @@ class Operation:
             self.completions.append(Completion(handle, response))
 
     def result(self, response: R | None = None) -> CoordinatorResult[R]:
-        return CoordinatorResult(tuple(self.records), response, tuple(self.completions))
+        return CoordinatorResult(
+            tuple(self.records), response, tuple(self.completions), producer=self.producer
+        )

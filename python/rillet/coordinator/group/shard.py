@@ -9,7 +9,14 @@ object runs under the broker's driver and under the seeded simulation of ``tests
 
 Lifecycle (the legal transitions; anything else is refused loudly)::
 
-    created --replay()*--> on_loaded(now) --> serving --unload()--> (thrown away)
+    created --replay()*, replay_end_transaction_marker()*--> on_loaded(now)
+        --> serving --unload()--> (thrown away)
+
+Transactions: ``replay`` takes the producer id of a transactional batch (its offset commits
+are pending for that producer), ``replay_end_transaction_marker`` a COMMIT/ABORT control
+batch. Serving, :meth:`txn_offset_commit` returns records to write as that producer's
+transactional batch and :meth:`complete_transaction` the marker to write; see
+:mod:`rillet.coordinator.group.results` for ``producer``, ``marker`` and ``undo``.
 
 While not loaded, every request is answered COORDINATOR_LOAD_IN_PROGRESS; a request for a
 group of another partition NOT_COORDINATOR.
@@ -20,9 +27,11 @@ see :mod:`rillet.coordinator.group` for how the driver must use it.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from rillet.coordinator.group.admin import GroupAdmin
@@ -57,12 +66,21 @@ from rillet.coordinator.group.messages import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from rillet.coordinator.group.offsets import EXPIRATION_TIMER, OffsetManager, error_commit_response
 from rillet.coordinator.group.partitioner import partition_for
 from rillet.coordinator.group.records import CoordinatorRecord, decode_record
-from rillet.coordinator.group.results import Completion, CoordinatorResult, Operation
-from rillet.coordinator.group.state import ShardState
+from rillet.coordinator.group.results import (
+    Completion,
+    CoordinatorResult,
+    EndTxnMarker,
+    Operation,
+    ProducerIdAndEpoch,
+)
+from rillet.coordinator.group.state import NO_PRODUCER_ID, ShardState
+from rillet.coordinator.group.txn_offsets import TxnOffsetManager, error_txn_commit_response
 from rillet.errors import (
     CoordinatorLoadInProgressError,
     IllegalStateError,
@@ -92,6 +110,7 @@ class GroupCoordinatorShard:
         self._consumer = ConsumerGroupProtocol(self.ctx)
         self._classic = ClassicGroupProtocol(self.ctx)
         self._offsets = OffsetManager(self.ctx, self._classic)
+        self._txn_offsets = TxnOffsetManager(self.ctx)
         self._admin = GroupAdmin(self.ctx, self._offsets)
         self.loaded = False
         self.unloaded = False
@@ -107,14 +126,35 @@ class GroupCoordinatorShard:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Applies one record of the partition, read from the log (value None: tombstone)."""
-        self.replay_record(decode_record(key, value))
+    def replay(
+        self,
+        key: bytes,
+        value: bytes | None,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> None:
+        """Applies one record of the partition, read from the log (value None: tombstone);
+        ``producer_id`` (and epoch) of its batch when the batch is transactional."""
+        self.replay_record(decode_record(key, value), producer_id=producer_id)
 
-    def replay_record(self, record: CoordinatorRecord) -> None:
-        if self.loaded:
-            raise IllegalStateError("replay after on_loaded: a loaded shard writes its records")
-        self.ctx.state.replay(record)
+    def replay_record(
+        self, record: CoordinatorRecord, *, producer_id: int = NO_PRODUCER_ID
+    ) -> None:
+        self._require_loading("replay")
+        self.ctx.state.replay(record, producer_id)
+
+    def replay_end_transaction_marker(
+        self, producer_id: int, committed: bool, *, producer_epoch: int = -1
+    ) -> None:
+        """Applies a COMMIT (``committed``) or ABORT marker of ``producer_id`` read from the
+        log: its pending offsets become committed, or are dropped."""
+        self._require_loading("replay_end_transaction_marker")
+        self.ctx.state.replay_end_transaction_marker(producer_id, committed)
+
+    def _require_loading(self, what: str) -> None:
+        if self.loaded or self.unloaded:
+            raise IllegalStateError(f"{what} after on_loaded: a loaded shard writes its records")
 
     def on_loaded(self, now_ms: int) -> None:
         """The partition is replayed up to its end: start serving. Members' sessions start
@@ -188,8 +228,13 @@ class GroupCoordinatorShard:
         group_id: str | None,
         handler: Callable[[Operation], R],
         on_error: Callable[[KafkaError], R],
+        producer: ProducerIdAndEpoch | None = None,
     ) -> CoordinatorResult[R]:
-        op = Operation(self.ctx.state.replay)
+        if producer is None:
+            op = Operation(self.ctx.state.replay)
+        else:
+            replay = functools.partial(self.ctx.state.replay, producer_id=producer.producer_id)
+            op = Operation(replay, producer=producer)
         refusal = self._refusal(group_id)
         if refusal is not None:
             return op.result(on_error(refusal))
@@ -290,6 +335,36 @@ class GroupCoordinatorShard:
             lambda op: self._offsets.reset(op, request, now_ms),
             lambda e: error_commit_response(request, e),
         )
+
+    def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[TxnOffsetCommitResponse]:
+        """TxnOffsetCommit: records to write as one transactional batch of
+        ``result.producer``; pending until that producer's marker (see the module doc)."""
+        producer = ProducerIdAndEpoch(request.producer_id, request.producer_epoch)
+        undo = self.ctx.state.save_transaction(request.producer_id, [request.group_id])
+        result = self._run(
+            request.group_id,
+            lambda op: self._txn_offsets.commit(op, request, now_ms),
+            lambda e: error_txn_commit_response(request, e),
+            producer,
+        )
+        return replace(result, undo=undo) if result.records else result
+
+    def complete_transaction(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool
+    ) -> CoordinatorResult[KafkaError]:
+        """The transaction coordinator's COMMIT (``committed``) or ABORT for ``producer_id``
+        (WriteTxnMarkers): applies it, and returns the ``marker`` to append. Refused (the
+        error as the response, no marker) while loading or after unload."""
+        op = Operation(self.ctx.state.replay)
+        refusal = self._refusal(None)
+        if refusal is not None:
+            return op.result(refusal)
+        undo = self.ctx.state.save_transaction(producer_id)
+        self.ctx.state.replay_end_transaction_marker(producer_id, committed)
+        marker = EndTxnMarker(producer_id, producer_epoch, coordinator_epoch, committed)
+        return CoordinatorResult(marker=marker, undo=undo)
 
     def fetch_offsets(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
         return self._run(

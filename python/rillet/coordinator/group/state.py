@@ -16,13 +16,21 @@ semantics (``GroupMetadataManager.replay`` and ``OffsetMetadataManager.replay``)
   assignment, then its target, then its subscription; the target epoch, then the group
   epoch), which is checked, loudly.
 
+- An offset commit written in a transactional batch (``replay(record, producer_id)``) is
+  *pending* for that producer (:mod:`.pending_offsets`) until
+  :meth:`ShardState.replay_end_transaction_marker`: COMMIT makes each of its offsets the
+  committed one unless a record written after it committed that partition already (Kafka
+  compares the records' log offsets; the shard counts its offset records, which keeps the same
+  order), ABORT drops them. An offset tombstone also drops the partition's pending offsets.
+
 Replay is the only way KIP-848 state and offsets change: a live shard replays the records it
 produces as it produces them, so a shard reloaded from the log is the same shard.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
 from rillet.coordinator.group.classic_group import (
     ClassicGroup,
@@ -37,6 +45,7 @@ from rillet.coordinator.group.consumer_group import (
     MemberState,
     TopicInfo,
 )
+from rillet.coordinator.group.pending_offsets import PendingTransactionalOffsets
 from rillet.coordinator.group.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -59,9 +68,12 @@ from rillet.coordinator.group.records import (
 )
 from rillet.errors import IllegalStateError
 
-__all__ = ["Group", "OffsetAndMetadata", "ShardState"]
+__all__ = ["NO_PRODUCER_ID", "Group", "OffsetAndMetadata", "ShardState"]
 
 Group = ConsumerGroup | ClassicGroup
+
+# A batch's producer id when it was not written by a (transactional) producer.
+NO_PRODUCER_ID = -1
 
 
 @dataclass(frozen=True)
@@ -74,15 +86,20 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
+    # Where the record that wrote it stands among the shard's offset records (Kafka keeps
+    # its log offset): a transaction's offset replaces at COMMIT only an older one. Not part
+    # of the value, so not compared.
+    record_seq: int = field(default=-1, compare=False, repr=False)
 
     @classmethod
-    def from_record(cls, value: OffsetCommitValue) -> OffsetAndMetadata:
+    def from_record(cls, value: OffsetCommitValue, record_seq: int = -1) -> OffsetAndMetadata:
         return cls(
             value.offset,
             None if value.leader_epoch < 0 else value.leader_epoch,
             value.metadata,
             value.commit_timestamp,
             None if value.expire_timestamp < 0 else value.expire_timestamp,
+            record_seq,
         )
 
     def to_record(self) -> OffsetCommitValue:
@@ -101,6 +118,8 @@ class ShardState:
     def __init__(self) -> None:
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        self.pending = PendingTransactionalOffsets()
+        self._record_seq = 0
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -120,12 +139,14 @@ class ShardState:
 
     # -- replay ----------------------------------------------------------------------------
 
-    def replay(self, record: CoordinatorRecord) -> None:
+    def replay(self, record: CoordinatorRecord, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Applies one record; ``producer_id`` is its batch's when the batch is transactional
+        (an offset commit is then pending; other records are applied as they come)."""
         key, value = record.key, record.value
         match key:
             case OffsetCommitKey():
                 assert value is None or isinstance(value, OffsetCommitValue)
-                self._replay_offset(key, value)
+                self._replay_offset(key, value, producer_id)
             case GroupMetadataKey():
                 assert value is None or isinstance(value, GroupMetadataValue)
                 self._replay_group_metadata(key, value)
@@ -150,25 +171,92 @@ class ShardState:
                 assert value is None or isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
                 self._replay_current_assignment(key, value)
 
-    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
+        """The producer's COMMIT (``committed``) or ABORT marker (Kafka's
+        replayEndTransactionMarker): its pending offsets become the committed ones, or go."""
+        offsets = self.pending.pop_producer(producer_id)
+        if offsets is None or not committed:
+            return
+        for group, topics in offsets.items():
+            for topic, partitions in topics.items():
+                for partition, o in partitions.items():
+                    existing = self.offset(group, topic, partition)
+                    if existing is None or o.record_seq > existing.record_seq:
+                        self._put_offset(group, topic, partition, o)
+
+    def save_transaction(self, producer_id: int, groups: Iterable[str] = ()) -> Callable[[], None]:
+        """A function that puts back everything a transactional write of ``producer_id`` (to
+        ``groups``) or its marker may change: its pending offsets, the committed offsets they
+        would replace, groups they would create. For an append the log refused."""
+        saved = self.pending.save(producer_id)
+        keys = [
+            (g, t, p)
+            for g, topics in (saved.offsets or {}).items()
+            for t, partitions in topics.items()
+            for p in partitions
+        ]
+        committed = {k: self.offset(*k) for k in keys}
+        existing = {g: self.groups.get(g) for g in {*groups, *(k[0] for k in keys)}}
+        record_seq = self._record_seq
+
+        def restore() -> None:
+            self.pending.restore(saved)
+            for (g, t, p), o in committed.items():
+                if o is None:
+                    self._remove_offset(g, t, p)
+                else:
+                    self._put_offset(g, t, p, o)
+            for g, group in existing.items():
+                if group is None:
+                    self.groups.pop(g, None)
+                else:
+                    self.groups[g] = group
+            self._record_seq = record_seq
+
+        return restore
+
+    def _put_offset(self, group: str, topic: str, partition: int, o: OffsetAndMetadata) -> None:
+        if group not in self.groups:
+            self.groups[group] = ClassicGroup(group)  # a simple group (see the module doc)
+        self.offsets.setdefault(group, {}).setdefault(topic, {})[partition] = o
+
+    def _remove_offset(self, group: str, topic: str, partition: int) -> bool:
+        """Removes a committed offset; whether the group has none left."""
+        by_group = self.offsets.get(group)
+        if by_group is None:
+            return False
+        partitions = by_group.get(topic)
+        if partitions is not None:
+            partitions.pop(partition, None)
+            if not partitions:
+                del by_group[topic]
+        if by_group:
+            return False
+        del self.offsets[group]
+        return True
+
+    def _replay_offset(
+        self, key: OffsetCommitKey, value: OffsetCommitValue | None, producer_id: int
+    ) -> None:
         if value is not None:
+            self._record_seq += 1
+            o = OffsetAndMetadata.from_record(value, self._record_seq)
+            if producer_id == NO_PRODUCER_ID:
+                self._put_offset(key.group, key.topic, key.partition, o)
+                return
             if key.group not in self.groups:
                 self.groups[key.group] = ClassicGroup(key.group)
-            by_topic = self.offsets.setdefault(key.group, {}).setdefault(key.topic, {})
-            by_topic[key.partition] = OffsetAndMetadata.from_record(value)
+            self.pending.put(producer_id, (key.group, key.topic, key.partition), o)
             return
-        by_group = self.offsets.get(key.group)
-        if by_group is None:
-            return
-        partitions = by_group.get(key.topic)
-        if partitions is not None:
-            partitions.pop(key.partition, None)
-            if not partitions:
-                del by_group[key.topic]
-        if not by_group:
-            del self.offsets[key.group]
+        self.pending.remove_partition(key.group, key.topic, key.partition)
+        if self._remove_offset(key.group, key.topic, key.partition):
             group = self.classic_group(key.group)
-            if group is not None and group.is_simple() and not group.persisted:
+            if (
+                group is not None
+                and group.is_simple()
+                and not group.persisted
+                and not self.pending.has_open_transactions(key.group)
+            ):
                 del self.groups[key.group]
 
     def _replay_group_metadata(
