@@ -19,6 +19,16 @@ clock and the requests.
   do) and, while this broker still leads, loads it again from the log.
 - **Timers.** One task per loaded shard sleeps until ``next_deadline_ms()`` (or until an
   operation may have moved it) and ticks the shard.
+- **Transactions.** A TxnOffsetCommit's records are one transactional batch with the
+  producer's id and epoch and no sequence; :meth:`GroupCoordinator.complete_transaction`
+  (WriteTxnMarkers) appends the COMMIT/ABORT marker. Every write goes through one call
+  site (:meth:`GroupCoordinator._append_to_log`) with the coordinator's origin (Kafka's
+  ``AppendOrigin.COORDINATOR``: the log checks the producer epoch, not sequences), in the
+  order the shard applied them. When the log refuses a transactional batch or a marker
+  before writing it (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...), the shard
+  takes it back (``result.undo``) and stays loaded. Loading replays a transactional batch's
+  records as its producer's pending offsets and a marker batch as the end of its
+  transaction.
 """
 
 from __future__ import annotations
@@ -28,20 +38,23 @@ import contextlib
 import dataclasses
 import logging
 import random
+import struct
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from rillet import errors
 from rillet._core import BatchBuilder, decode_batches
 from rillet.broker.controller_channel import ControllerChannel
 from rillet.broker.replica_manager import ReplicaManager
 from rillet.controller import CreatableTopic
+from rillet.coordinator.end_txn_marker import ABORT, COMMIT, end_txn_marker_batch
 from rillet.coordinator.group.config import GroupCoordinatorConfig
 from rillet.coordinator.group.consumer_group import TopicInfo
 from rillet.coordinator.group.partitioner import partition_for
 from rillet.coordinator.group.results import Completion, CoordinatorResult
 from rillet.coordinator.group.shard import GroupCoordinatorShard
+from rillet.coordinator.group.state import NO_PRODUCER_ID
 from rillet.errors import KafkaError
 from rillet.metadata.image import MetadataImage
 from rillet.scheduler import Clock
@@ -146,11 +159,7 @@ class GroupCoordinator:
         started = self.clock()
         records = await asyncio.to_thread(_read_records, log)
         shard = GroupCoordinatorShard(index, self.config, rng=self._rng, topics=self._topics)
-        for key, value in records:
-            try:
-                shard.replay(key, value)
-            except KafkaError as e:  # a record this version cannot read: skip, say so
-                _log.warning("%s: skipped an unreadable record: %s", tp, e)
+        _replay(shard, records, tp)
         shard.on_loaded(self.clock())
         loaded = _Loaded(shard, leader_epoch, written_end=log.log_end_offset)
         self._loading.pop(index, None)
@@ -322,43 +331,102 @@ class GroupCoordinator:
     async def _complete(
         self, index: int, loaded: _Loaded, result: CoordinatorResult[Any]
     ) -> KafkaError | None:
-        """Append ``result``'s records, wait until everything written is committed, then
-        answer its completions; a coordinator error if that failed."""
+        """Write ``result`` (:meth:`_write`), then answer its completions; the error as the
+        coordinator reports it if that failed."""
+        err = _coordinator_error(await self._write(index, loaded, result))
+        for c in result.completions:
+            self._resolve(c, err)
+        return err
+
+    async def _write(
+        self, index: int, loaded: _Loaded, result: CoordinatorResult[Any]
+    ) -> KafkaError | None:
+        """Append ``result``'s records (or marker), then wait until everything written so far
+        is committed; the log's or the partition's error if that failed.
+
+        Nothing awaits between the shard's operation and the append, so the log holds the
+        records in the order the shard applied them. A refused transactional write is taken
+        back from the shard (``result.undo``); any other failure leaves the shard with records
+        the log may not keep, so it is thrown away and loaded again."""
         loaded.wake.set()  # the operation may have moved the shard's next deadline
         tp = TopicPartition(OFFSETS_TOPIC, index)
-        err: KafkaError | None = None
-        if result.records:
-            builder = BatchBuilder("none")
-            now = self.clock()
-            for record in result.records:
-                builder.append(now, record.key_bytes(), record.value_bytes())
-            p = self.replicas.partitions.get(tp)
-            loaded.written_end = (p.log.log_end_offset if p else loaded.written_end) + len(
-                result.records
-            )
-            produced = await self.replicas.append_records(
-                {tp: builder.build()}, -1, self.commit_timeout_ms
-            )
-            err = _coordinator_error(produced[tp].error)
-        else:
-            err = await self._await_committed(tp, loaded.written_end)
+        batch = self._batch_of(result)
+        if batch is not None:
+            try:
+                loaded.written_end = self._append_to_log(
+                    tp, batch, allow_control=result.marker is not None
+                )
+            except KafkaError as e:
+                if result.undo is not None:
+                    result.undo()  # nothing was written: the shard takes it back
+                    return e
+                self._reload(index, loaded, e)
+                return e
+        err = await self._await_committed(tp, loaded.written_end)
         if err is not None:
-            # The shard applied records the log may not keep: rebuild it from the log.
-            failed = [c for c in result.completions]
-            if self._loaded.get(index) is loaded:
-                self._unload(index, f"a write failed: {err}")
-                self.on_metadata(self.image)
-            for c in failed:
-                self._resolve(c, err)
-            return err
-        for c in result.completions:
-            self._resolve(c)
-        return None
+            self._reload(index, loaded, err)
+        return err
+
+    def _batch_of(self, result: CoordinatorResult[Any]) -> bytes | None:
+        """The batch that writes ``result``: its marker, its records (transactional when it
+        names a producer), or None for a read."""
+        now = self.clock()
+        if result.marker is not None:
+            m = result.marker
+            return end_txn_marker_batch(
+                m.producer_id, m.producer_epoch, m.coordinator_epoch, m.committed, now
+            )
+        if not result.records:
+            return None
+        if result.producer is None:
+            builder = BatchBuilder("none")
+        else:
+            builder = BatchBuilder(
+                "none",
+                producer_id=result.producer.producer_id,
+                producer_epoch=result.producer.producer_epoch,
+                base_sequence=-1,
+                is_transactional=True,
+            )
+        for record in result.records:
+            builder.append(now, record.key_bytes(), record.value_bytes())
+        return builder.build()
+
+    def _append_to_log(self, tp: TopicPartition, batch: bytes, *, allow_control: bool) -> int:
+        """Appends one batch to ``tp`` as its leader; the log end offset after it. Raises what
+        the partition or the log refuses, and then nothing was written.
+
+        The coordinator's only write to its partition (Kafka's CoordinatorPartitionWriter,
+        acks=1 here; :meth:`_await_committed` waits for the in-sync replicas)."""
+        p = self.replicas.partitions.get(tp)
+        if p is None or not p.is_leader:
+            raise errors.NotLeaderOrFollowerError(f"this broker no longer leads {tp}")
+        if len(p.isr) < p.min_insync_replicas:
+            raise errors.NotEnoughReplicasError(
+                f"{tp}: the ISR {list(p.isr)} is smaller than min.insync.replicas "
+                f"{p.min_insync_replicas}"
+            )
+        # AppendOrigin.COORDINATOR: the log checks a transactional batch's producer epoch but
+        # not its sequence (the batches carry none).
+        # TODO(origin): pass origin="coordinator" once Log.append_as_leader takes it
+        # (rillet._core); until then the log refuses a transactional batch without a
+        # sequence (INVALID_RECORD), so TxnOffsetCommit fails and the shard takes it back.
+        info = p.log.append_as_leader(batch, p.leader_epoch, allow_control=allow_control)
+        p.maybe_increment_high_watermark()
+        self.replicas.fetch_purgatory.check_and_complete(tp)
+        self.replicas.produce_purgatory.check_and_complete(tp)
+        return int(info.last_offset) + 1
+
+    def _reload(self, index: int, loaded: _Loaded, err: KafkaError) -> None:
+        """The shard applied records the log may not keep: rebuild it from the log."""
+        if self._loaded.get(index) is loaded:
+            self._unload(index, f"a write failed: {err}")
+            self.on_metadata(self.image)
 
     async def _await_committed(self, tp: TopicPartition, end: int) -> KafkaError | None:
         p = self.replicas.partitions.get(tp)
         if p is None or not p.is_leader:
-            return errors.NotCoordinatorError(f"this broker no longer leads {tp}")
+            return errors.NotLeaderOrFollowerError(f"this broker no longer leads {tp}")
         epoch = p.leader_epoch
         try:
             ok = await self.replicas.produce_purgatory.wait(
@@ -367,12 +435,45 @@ class GroupCoordinator:
                 self.commit_timeout_ms,
             )
         except KafkaError as e:
-            return _coordinator_error(e)
+            return e
         if not ok:
-            return errors.CoordinatorNotAvailableError(
+            return errors.RequestTimedOutError(
                 f"{tp}: earlier writes were not replicated within {self.commit_timeout_ms} ms"
             )
         return None
+
+    # -- transactions --------------------------------------------------------------------------
+
+    async def complete_transaction(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+    ) -> KafkaError | None:
+        """Ends ``producer_id``'s transaction on partition ``tp`` of ``__consumer_offsets``
+        (WriteTxnMarkers; Kafka's GroupCoordinatorService.completeTransaction): appends the
+        COMMIT (``committed``) or ABORT marker after everything the shard wrote before, waits
+        until it is committed, and applies it to the shard. None once done, else Kafka's error
+        as is: COORDINATOR_LOAD_IN_PROGRESS while the partition loads, NOT_COORDINATOR or
+        NOT_LEADER_OR_FOLLOWER when this broker does not lead it (Kafka's WriteTxnMarkers
+        handler answers NOT_LEADER_OR_FOLLOWER for the coordinator errors), the log's
+        TRANSACTION_COORDINATOR_FENCED or INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS,
+        REQUEST_TIMED_OUT."""
+        if tp.topic != OFFSETS_TOPIC:
+            return errors.InvalidRequestError(f"the group coordinator does not write to {tp}")
+        loaded = self._loaded.get(tp.partition)
+        if loaded is None:
+            if tp.partition in self._loading:
+                return errors.CoordinatorLoadInProgressError(f"{tp} is loading; retry shortly")
+            return errors.NotCoordinatorError(f"this broker ({self.broker_id}) does not lead {tp}")
+        result = loaded.shard.complete_transaction(
+            producer_id, producer_epoch, coordinator_epoch, committed
+        )
+        if result.marker is None:
+            return result.response
+        return await self._write(tp.partition, loaded, result)
 
     def _resolve(self, completion: Completion, error: KafkaError | None = None) -> None:
         future = self._parked.get(completion.handle)
@@ -402,10 +503,29 @@ class GroupCoordinator:
         return sorted(self._loaded)
 
 
-def _read_records(log: Any) -> list[tuple[bytes, bytes | None]]:
-    """Every (key, value) of a ``__consumer_offsets`` partition, in offset order (off the
-    event loop: Rust reads and decodes)."""
-    out: list[tuple[bytes, bytes | None]] = []
+class _Record(NamedTuple):
+    """A record of ``__consumer_offsets``; ``producer_id`` that of its batch if transactional."""
+
+    key: bytes
+    value: bytes | None
+    producer_id: int
+
+
+class _Marker(NamedTuple):
+    """A COMMIT (``committed``) or ABORT marker of ``__consumer_offsets``."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (Kafka's ControlRecordType)
+
+
+def _read_records(log: Any) -> list[_Record | _Marker]:
+    """Every record and transaction marker of a ``__consumer_offsets`` partition, in offset
+    order (off the event loop: Rust reads and decodes)."""
+    out: list[_Record | _Marker] = []
     offset = log.log_start_offset
     end = log.log_end_offset
     while offset < end:
@@ -416,18 +536,55 @@ def _read_records(log: Any) -> list[tuple[bytes, bytes | None]]:
         if not batches:
             break
         for batch in batches:
-            if not batch.is_control:
-                for record in batch.records:
-                    if record.key is not None and record.offset >= offset:
-                        out.append((record.key, record.value))
+            pid = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
+            for record in batch.records:
+                key = record.key
+                if key is None or record.offset < offset:
+                    continue
+                if not batch.is_control:
+                    out.append(_Record(key, record.value, pid))
+                elif len(key) >= _CONTROL_KEY.size:
+                    _, kind = _CONTROL_KEY.unpack_from(key)
+                    if kind in (ABORT, COMMIT):
+                        out.append(_Marker(batch.producer_id, batch.producer_epoch, kind == COMMIT))
             offset = batch.last_offset + 1
     return out
 
 
+def _replay(
+    shard: GroupCoordinatorShard, entries: Sequence[_Record | _Marker], tp: TopicPartition
+) -> None:
+    """Loads ``shard`` with what :func:`_read_records` read from ``tp``."""
+    for entry in entries:
+        try:
+            if isinstance(entry, _Marker):
+                shard.replay_end_transaction_marker(
+                    entry.producer_id, entry.committed, producer_epoch=entry.producer_epoch
+                )
+            else:
+                shard.replay(entry.key, entry.value, producer_id=entry.producer_id)
+        except KafkaError as e:  # a record this version cannot read: skip, say so
+            _log.warning("%s: skipped an unreadable record: %s", tp, e)
+
+
 def _coordinator_error(err: KafkaError | None) -> KafkaError | None:
-    """An append's error as the coordinator reports it (Kafka's GroupCoordinatorService)."""
+    """An append's error as the coordinator reports it (Kafka's GroupCoordinatorService and
+    its handleOperationException): the log's verdicts on a transactional producer pass as
+    they are."""
     if err is None:
         return None
+    if isinstance(
+        err,
+        errors.InvalidProducerEpochError
+        | errors.ProducerFencedError
+        | errors.InvalidTxnStateError
+        | errors.InvalidProducerIdMappingError
+        | errors.TransactionCoordinatorFencedError
+        | errors.CoordinatorNotAvailableError
+        | errors.CoordinatorLoadInProgressError
+        | errors.NotCoordinatorError,
+    ):
+        return err
     if isinstance(
         err,
         errors.NotEnoughReplicasError

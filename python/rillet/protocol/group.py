@@ -1,5 +1,6 @@
 """GroupService messages (``proto/rillet/v1/group.proto``) to and from the client's domain
-types: KIP-848 heartbeats, committed offsets."""
+types: KIP-848 heartbeats, committed offsets, a transactional producer's offsets
+(TxnOffsetCommit)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ __all__ = [
     "offset_fetch_request_to_pb",
     "offset_fetch_response_from_pb",
     "partition_errors_from_pb",
+    "read_txn_offset_commit_response",
+    "txn_offset_commit_request",
 ]
 
 
@@ -86,6 +89,21 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     return out
 
 
+def _add_offsets(
+    request: group_pb2.OffsetCommitRequest | group_pb2.TxnOffsetCommitRequest,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+) -> None:
+    for topic, parts in _by_topic(offsets).items():
+        t = request.topics.add(name=topic)
+        for p in parts:
+            om = offsets[TopicPartition(topic, p)]
+            part = t.partitions.add(
+                partition_index=p, committed_offset=om.offset, committed_metadata=om.metadata
+            )
+            if om.leader_epoch is not None:
+                part.committed_leader_epoch = om.leader_epoch
+
+
 def offset_commit_request_to_pb(
     group_id: str,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
@@ -100,16 +118,49 @@ def offset_commit_request_to_pb(
     )
     if instance_id is not None:
         request.group_instance_id = instance_id
-    for topic, parts in _by_topic(offsets).items():
-        t = request.topics.add(name=topic)
-        for p in parts:
-            om = offsets[TopicPartition(topic, p)]
-            part = t.partitions.add(
-                partition_index=p, committed_offset=om.offset, committed_metadata=om.metadata
-            )
-            if om.leader_epoch is not None:
-                part.committed_leader_epoch = om.leader_epoch
+    _add_offsets(request, offsets)
     return request
+
+
+def txn_offset_commit_request(
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    group_id: str,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    *,
+    generation_id: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+) -> group_pb2.TxnOffsetCommitRequest:
+    """TxnOffsetCommit (after AddOffsetsToTxn), sent to the group's coordinator: ``offsets``
+    count for ``group_id`` once the producer's transaction commits. The consumer's group
+    metadata (KIP-447: its generation or member epoch, member id, instance id) lets the
+    coordinator fence a zombie; ``generation_id`` -1 and no member id: not checked."""
+    request = group_pb2.TxnOffsetCommitRequest(
+        transactional_id=transactional_id,
+        group_id=group_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        generation_id_or_member_epoch=generation_id,
+        member_id=member_id,
+    )
+    if group_instance_id is not None:
+        request.group_instance_id = group_instance_id
+    _add_offsets(request, offsets)
+    return request
+
+
+def read_txn_offset_commit_response(
+    response: group_pb2.TxnOffsetCommitResponse,
+) -> dict[TopicPartition, KafkaError | None]:
+    """Each partition's outcome: None when its offset is written (pending until the
+    transaction ends), else the error (retriable: COORDINATOR_LOAD_IN_PROGRESS,
+    NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS,
+    UNKNOWN_TOPIC_OR_PARTITION; fatal for the producer: INVALID_PRODUCER_EPOCH,
+    PRODUCER_FENCED; abortable: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID,
+    GROUP_ID_NOT_FOUND, OFFSET_METADATA_TOO_LARGE, ...)."""
+    return partition_errors_from_pb(response.topics)
 
 
 def partition_errors_from_pb(topics: Iterable[Any]) -> dict[TopicPartition, KafkaError | None]:
@@ -128,8 +179,12 @@ def offset_fetch_request_to_pb(
     partitions: Iterable[TopicPartition] | None,
     member_id: str = "",
     member_epoch: int | None = None,
+    require_stable: bool = False,
 ) -> group_pb2.OffsetFetchRequest:
-    """OffsetFetch of ``partitions`` (None: every partition the group has an offset for)."""
+    """OffsetFetch of ``partitions`` (None: every partition the group has an offset for).
+    ``require_stable`` (a ``read_committed`` consumer): a partition with an offset pending in
+    an open transaction fails with UNSTABLE_OFFSET_COMMIT (retriable) instead of answering
+    the last committed offset."""
     group = group_pb2.OffsetFetchRequest.Group(group_id=group_id, member_id=member_id)
     if member_epoch is not None:
         group.member_epoch = member_epoch
@@ -137,7 +192,7 @@ def offset_fetch_request_to_pb(
         group.topics.SetInParent()
         for topic, ps in _by_topic(partitions).items():
             group.topics.topics.add(name=topic, partition_indexes=ps)
-    return group_pb2.OffsetFetchRequest(groups=[group])
+    return group_pb2.OffsetFetchRequest(groups=[group], require_stable=require_stable)
 
 
 def offset_fetch_response_from_pb(

@@ -31,6 +31,8 @@ __all__ = [
     "offset_fetch_response_to_pb",
     "sync_group_request_from_pb",
     "sync_group_response_to_pb",
+    "txn_offset_commit_request_from_pb",
+    "txn_offset_commit_response_to_pb",
 ]
 
 
@@ -190,24 +192,30 @@ def leave_group_response_to_pb(r: m.LeaveGroupResponse) -> group_pb2.LeaveGroupR
 # -- offsets ---------------------------------------------------------------------------------
 
 
+def _commit_topics(
+    topics: Iterable[group_pb2.OffsetCommitRequest.Topic],
+) -> tuple[m.OffsetCommitRequestTopic, ...]:
+    return tuple(
+        m.OffsetCommitRequestTopic(
+            t.name,
+            tuple(
+                m.OffsetCommitRequestPartition(
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if p.HasField("committed_leader_epoch") else -1,
+                    p.committed_metadata,
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in topics
+    )
+
+
 def offset_commit_request_from_pb(pb: group_pb2.OffsetCommitRequest) -> m.OffsetCommitRequest:
     return m.OffsetCommitRequest(
         group_id=pb.group_id,
-        topics=tuple(
-            m.OffsetCommitRequestTopic(
-                t.name,
-                tuple(
-                    m.OffsetCommitRequestPartition(
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch if p.HasField("committed_leader_epoch") else -1,
-                        p.committed_metadata,
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in pb.topics
-        ),
+        topics=_commit_topics(pb.topics),
         generation_id_or_member_epoch=pb.generation_id_or_member_epoch,
         member_id=pb.member_id,
         group_instance_id=_opt(pb, "group_instance_id"),
@@ -228,9 +236,33 @@ def offset_commit_response_to_pb(r: m.OffsetCommitResponse) -> group_pb2.OffsetC
     return pb
 
 
+def txn_offset_commit_request_from_pb(
+    pb: group_pb2.TxnOffsetCommitRequest,
+) -> m.TxnOffsetCommitRequest:
+    return m.TxnOffsetCommitRequest(
+        transactional_id=pb.transactional_id,
+        group_id=pb.group_id,
+        producer_id=pb.producer_id,
+        producer_epoch=pb.producer_epoch,
+        topics=_commit_topics(pb.topics),
+        generation_id_or_member_epoch=pb.generation_id_or_member_epoch,
+        member_id=pb.member_id,
+        group_instance_id=_opt(pb, "group_instance_id"),
+    )
+
+
+def txn_offset_commit_response_to_pb(
+    r: m.TxnOffsetCommitResponse,
+) -> group_pb2.TxnOffsetCommitResponse:
+    pb = group_pb2.TxnOffsetCommitResponse()
+    _partition_errors(r.topics, pb.topics)
+    return pb
+
+
 def offset_fetch_request_from_pb(
-    group: group_pb2.OffsetFetchRequest.Group,
+    group: group_pb2.OffsetFetchRequest.Group, require_stable: bool = False
 ) -> m.OffsetFetchRequest:
+    """One group of an OffsetFetch; ``require_stable`` is the request's."""
     topics = None
     if group.HasField("topics"):
         topics = tuple(
@@ -241,6 +273,7 @@ def offset_fetch_request_from_pb(
         topics=topics,
         member_id=group.member_id or None,
         member_epoch=group.member_epoch if group.HasField("member_epoch") else -1,
+        require_stable=require_stable,
     )
 
 

@@ -12,6 +12,7 @@ from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.coordinator.group import messages as m
 from rillet.coordinator.group.results import CoordinatorResult
 from rillet.coordinator.group.shard import GroupCoordinatorShard
+from rillet.coordinator.group.txn_offsets import error_txn_commit_response
 from rillet.errors import InvalidRequestError, KafkaError
 from rillet.protocol import group_coordinator as conv
 from rillet.protocol.errors import set_error
@@ -145,12 +146,23 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
         )
         return conv.offset_commit_response_to_pb(response)
 
+    async def TxnOffsetCommit(
+        self, request: group_pb2.TxnOffsetCommitRequest, context: Context
+    ) -> group_pb2.TxnOffsetCommitResponse:
+        r = conv.txn_offset_commit_request_from_pb(request)
+        response = await self.coordinator.run(
+            r.group_id,
+            lambda shard, now: shard.txn_offset_commit(r, now),
+            lambda e: error_txn_commit_response(r, e),
+        )
+        return conv.txn_offset_commit_response_to_pb(response)
+
     async def OffsetFetch(
         self, request: group_pb2.OffsetFetchRequest, context: Context
     ) -> group_pb2.OffsetFetchResponse:
         responses = []
         for group in request.groups:
-            r = conv.offset_fetch_request_from_pb(group)
+            r = conv.offset_fetch_request_from_pb(group, request.require_stable)
             responses.append(
                 await self.coordinator.run(
                     r.group_id,

@@ -863,6 +863,84 @@ class OffsetCommitResponse(_message.Message):
 Global___OffsetCommitResponse: _TypeAlias = OffsetCommitResponse  # noqa: Y015
 
 @_typing.final
+class TxnOffsetCommitRequest(_message.Message):
+    """TxnOffsetCommit (Kafka's API key 28, v3+ with the group's generation for fencing, KIP-447)"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_OR_MEMBER_EPOCH_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    group_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    generation_id_or_member_epoch: _builtins.int
+    """The consumer's group generation or member epoch, -1 when unknown (then not checked)."""
+    member_id: _builtins.str
+    """The consumer's member id, empty when unknown."""
+    group_instance_id: _builtins.str
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitRequest.Topic]:
+        """The same shape as OffsetCommitRequest's."""
+
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        group_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        generation_id_or_member_epoch: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str | None = ...,
+        topics: _abc.Iterable[Global___OffsetCommitRequest.Topic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "generation_id_or_member_epoch", b"generation_id_or_member_epoch", "group_id", b"group_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "topics", b"topics", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+    _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+Global___TxnOffsetCommitRequest: _TypeAlias = TxnOffsetCommitRequest  # noqa: Y015
+
+@_typing.final
+class TxnOffsetCommitResponse(_message.Message):
+    """The same shape as OffsetCommitResponse's; errors per partition: NONE, or Kafka's
+    COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS
+    (retriable); UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, INVALID_PRODUCER_EPOCH,
+    PRODUCER_FENCED, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitResponse.Topic]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___OffsetCommitResponse.Topic] | None = ...,
+        throttle_time_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["throttle_time_ms", b"throttle_time_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnOffsetCommitResponse: _TypeAlias = TxnOffsetCommitResponse  # noqa: Y015
+
+@_typing.final
 class OffsetFetchRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -943,16 +1021,23 @@ class OffsetFetchRequest(_message.Message):
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     GROUPS_FIELD_NUMBER: _builtins.int
+    REQUIRE_STABLE_FIELD_NUMBER: _builtins.int
+    require_stable: _builtins.bool
+    """OffsetFetch v7+ (KIP-447): a partition whose offset is still pending in an open
+    transaction is answered UNSTABLE_OFFSET_COMMIT (retriable) instead of its last committed
+    offset; a transactional consumer sets it to start from what the last transaction left.
+    """
     @_builtins.property
     def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetFetchRequest.Group]: ...
     def __init__(
         self,
         *,
         groups: _abc.Iterable[Global___OffsetFetchRequest.Group] | None = ...,
+        require_stable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "require_stable", b"require_stable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1026,6 +1111,7 @@ class OffsetFetchResponse(_message.Message):
         committed_leader_epoch: _builtins.int
         metadata: _builtins.str
         error_code: _common_pb2.ErrorCode.ValueType
+        """UNSTABLE_OFFSET_COMMIT (with require_stable) while a transaction's offset is pending."""
         error_message: _builtins.str
         def __init__(
             self,

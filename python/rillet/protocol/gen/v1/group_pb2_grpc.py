@@ -70,6 +70,11 @@ class GroupServiceStub:
                 request_serializer=rillet_dot_v1_dot_group__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_group__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/rillet.v1.GroupService/TxnOffsetCommit',
+                request_serializer=rillet_dot_v1_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_group__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/rillet.v1.GroupService/OffsetFetch',
                 request_serializer=rillet_dot_v1_dot_group__pb2.OffsetFetchRequest.SerializeToString,
@@ -156,6 +161,14 @@ class GroupServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """A transactional producer commits offsets inside its transaction (after AddOffsetsToTxn):
+        they count once its COMMIT marker reaches the group's partition, never after an ABORT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OffsetFetch(self, request, context):
         """The committed offsets of groups, for some partitions or all.
         """
@@ -235,6 +248,11 @@ def add_GroupServiceServicer_to_server(servicer, server):
                     servicer.OffsetCommit,
                     request_deserializer=rillet_dot_v1_dot_group__pb2.OffsetCommitRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_group__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=rillet_dot_v1_dot_group__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_group__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -457,6 +475,33 @@ class GroupService:
             '/rillet.v1.GroupService/OffsetCommit',
             rillet_dot_v1_dot_group__pb2.OffsetCommitRequest.SerializeToString,
             rillet_dot_v1_dot_group__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.GroupService/TxnOffsetCommit',
+            rillet_dot_v1_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+            rillet_dot_v1_dot_group__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -61,6 +61,10 @@ class GroupServiceStub:
     """Classic protocol: members leave at once instead of after their session timeout."""
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_group_pb2.OffsetCommitRequest, _group_pb2.OffsetCommitResponse]
     """Commit offsets for a group (a member's, or with generation -1 an empty group's)."""
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_group_pb2.TxnOffsetCommitRequest, _group_pb2.TxnOffsetCommitResponse]
+    """A transactional producer commits offsets inside its transaction (after AddOffsetsToTxn):
+    they count once its COMMIT marker reaches the group's partition, never after an ABORT.
+    """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_group_pb2.OffsetFetchRequest, _group_pb2.OffsetFetchResponse]
     """The committed offsets of groups, for some partitions or all."""
     OffsetDelete: _grpc.UnaryUnaryMultiCallable[_group_pb2.OffsetDeleteRequest, _group_pb2.OffsetDeleteResponse]
@@ -95,6 +99,10 @@ class GroupServiceAsyncStub(GroupServiceStub):
     """Classic protocol: members leave at once instead of after their session timeout."""
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_group_pb2.OffsetCommitRequest, _group_pb2.OffsetCommitResponse]  # type: ignore[assignment]
     """Commit offsets for a group (a member's, or with generation -1 an empty group's)."""
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_group_pb2.TxnOffsetCommitRequest, _group_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
+    """A transactional producer commits offsets inside its transaction (after AddOffsetsToTxn):
+    they count once its COMMIT marker reaches the group's partition, never after an ABORT.
+    """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_group_pb2.OffsetFetchRequest, _group_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     """The committed offsets of groups, for some partitions or all."""
     OffsetDelete: _aio.UnaryUnaryMultiCallable[_group_pb2.OffsetDeleteRequest, _group_pb2.OffsetDeleteResponse]  # type: ignore[assignment]
@@ -168,6 +176,16 @@ class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_group_pb2.OffsetCommitResponse, _abc.Awaitable[_group_pb2.OffsetCommitResponse]]:
         """Commit offsets for a group (a member's, or with generation -1 an empty group's)."""
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _group_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_group_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_group_pb2.TxnOffsetCommitResponse]]:
+        """A transactional producer commits offsets inside its transaction (after AddOffsetsToTxn):
+        they count once its COMMIT marker reaches the group's partition, never after an ABORT.
+        """
 
     @_abc_1.abstractmethod
     def OffsetFetch(
