@@ -12,8 +12,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from rillet.errors import InvalidRequestError, KafkaError
-from rillet.protocol.gen.v1 import transaction_pb2_grpc
+from rillet.errors import KafkaError
+from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc, transaction_pb2_grpc
 from rillet.protocol.transaction import init_producer_id_request, read_init_producer_id_response
 from rillet.raft.metadata_log import METADATA_TOPIC, parse_snapshot_name
 from tests.support.server_process import ServerProcess
@@ -24,6 +24,8 @@ SNAPSHOT_ALWAYS = {
     "metadata.log.max.record.bytes.between.snapshots": "1",
     "metadata.max.retention.bytes": "0",
     "metadata.log.segment.bytes": "2048",
+    # Fifty partitions of __transaction_state would not fit one metadata segment this small.
+    "transaction.state.log.num.partitions": "1",
 }
 
 
@@ -86,8 +88,27 @@ def test_ids_are_distinct_and_never_reused_after_restarts(server: SnapshottingSe
     assert len(set(first + second + third)) == 60
 
 
-def test_transactional_producers_are_refused_for_now(server: SnapshottingServer) -> None:
-    with pytest.raises(InvalidRequestError, match="transactions are not supported yet"):
-        init_producer_id(server.bootstrap, "tx-1")
-    # An idempotent producer is still served.
-    assert init_producer_id(server.bootstrap) == (0, 0)
+def find_transaction_coordinator(bootstrap: str, transactional_id: str) -> int:
+    """FindCoordinator(TRANSACTION) until it names a broker (the first creates the topic)."""
+    deadline = time.monotonic() + 30
+    with grpc.insecure_channel(bootstrap) as ch:
+        stub = group_pb2_grpc.GroupServiceStub(ch)
+        while True:
+            request = group_pb2.FindCoordinatorRequest(
+                key_type=1, coordinator_keys=[transactional_id]
+            )
+            (found,) = stub.FindCoordinator(request, timeout=30).coordinators
+            if found.error_code == 0:
+                return found.node_id
+            assert time.monotonic() < deadline, found.error_message
+            time.sleep(0.05)
+
+
+def test_transactional_producers_get_ids_from_the_same_blocks(server: SnapshottingServer) -> None:
+    assert find_transaction_coordinator(server.bootstrap, "tx-1") == 1
+    tx_pid, tx_epoch = init_producer_id(server.bootstrap, "tx-1")
+    assert tx_epoch == 0
+    pid, epoch = init_producer_id(server.bootstrap)
+    assert epoch == 0 and pid != tx_pid and {pid, tx_pid} <= set(range(1000))
+    # The same transactional id again: its producer id, the next epoch (fencing the first).
+    assert init_producer_id(server.bootstrap, "tx-1") == (tx_pid, 1)

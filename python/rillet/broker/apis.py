@@ -27,6 +27,7 @@ from rillet.broker.replica_manager import (
     ProducedPartition,
     ReplicaManager,
 )
+from rillet.broker.txn_verification import TxnVerifier
 from rillet.config import BrokerConfig, config_value_to_string, resolve_topic_config
 from rillet.controller import (
     AlterConfigOp,
@@ -165,12 +166,16 @@ class BrokerApis:
         replicas: ReplicaManager,
         image: Callable[[], MetadataImage],
         channel: ControllerChannel,
+        *,
+        txn_verifier: TxnVerifier | None = None,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.replicas = replicas
         self.image = image
         self.channel = channel
+        # KIP-890: transactional produce requests are verified with their coordinator.
+        self.txn_verifier = txn_verifier
 
     @property
     def controller_id(self) -> int:
@@ -180,11 +185,17 @@ class BrokerApis:
     # -- produce, fetch, list offsets ------------------------------------------------------
 
     async def handle_produce(
-        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
+        self,
+        entries: Sequence[ProduceEntry],
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
     ) -> list[ProducedPartition]:
         """Append each entry's batches; one result per entry, in the request's order. A
         partition may appear once per request: a second entry for it is refused
-        (INVALID_REQUEST) rather than silently replacing the first."""
+        (INVALID_REQUEST) rather than silently replacing the first. A transactional
+        producer's request (``transactional_id``) is verified first
+        (:mod:`rillet.broker.txn_verification`)."""
         appends: dict[TopicPartition, bytes | memoryview] = {}
         refused: list[KafkaError | None] = []
         for topic, partition, records in entries:
@@ -203,7 +214,15 @@ class BrokerApis:
             else:
                 appends[tp] = records
                 refused.append(None)
+        unverified: dict[TopicPartition, KafkaError] = {}
+        if transactional_id is not None and self.txn_verifier is not None and appends:
+            verification = await self.txn_verifier.verify_produce(transactional_id, appends)
+            # No await between this check and the append (a marker may end the transaction).
+            unverified = verification.errors_before_append()
+            for tp in unverified:
+                appends.pop(tp, None)
         results = await self.replicas.append_records(appends, acks, timeout_ms)
+        results.update({tp: ProducedPartition(e) for tp, e in unverified.items()})
         return [
             ProducedPartition(err) if err is not None else results[TopicPartition(t, p)]
             for (t, p, _), err in zip(entries, refused, strict=True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from rillet import errors
 from rillet._core import FetchDataInfo, Log, LogAppendInfo
 from rillet.controller import AlterPartitionResult
+from rillet.coordinator.end_txn_marker import end_txn_marker_batch
 from rillet.metadata.image import PartitionRegistration
 from rillet.metadata.records import NO_LEADER
 from rillet.types import TopicPartition
@@ -166,6 +167,41 @@ class Partition:
         info = self.log.append_as_leader(records, self.leader_epoch)
         self.maybe_increment_high_watermark()
         return info
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        now_ms: int,
+    ) -> LogAppendInfo:
+        """Append the COMMIT (``committed``) or ABORT marker of ``producer_id``'s transaction
+        as leader (WriteTxnMarkers, always acks=all: the caller waits for the ISR with
+        :meth:`check_enough_replicas_reach_offset`). The log checks the marker against the
+        producer's state: an older producer epoch is INVALID_PRODUCER_EPOCH, an older
+        coordinator epoch TRANSACTION_COORDINATOR_FENCED. A marker with nothing to end is
+        written anyway, as Kafka does (the coordinator resends markers after a failover)."""
+        self._require_leader()
+        if len(self.isr) < self.min_insync_replicas:
+            raise errors.NotEnoughReplicasError(
+                f"The size of the current ISR {list(self.isr)} is insufficient to satisfy the "
+                f"min.isr requirement of {self.min_insync_replicas} for partition {self.tp}"
+            )
+        batch = end_txn_marker_batch(
+            producer_id, producer_epoch, coordinator_epoch, committed, now_ms
+        )
+        info = self.log.append_as_leader(batch, self.leader_epoch, allow_control=True)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Whether ``producer_id`` has written to this partition in a transaction that no
+        marker has ended yet (Kafka's ``UnifiedLog.hasOngoingTransaction``)."""
+        return any(
+            e.producer_id == producer_id and e.current_txn_start_offset is not None
+            for e in self.log.producer_state()
+        )
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:

@@ -422,6 +422,26 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             at_least(1),
         ),
         _k(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "int",
+            10_000,
+            "How often transactions past their timeout are aborted",
+            at_least(1),
+        ),
+        _k(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            "int",
+            HOUR_MS,
+            "How often expired transactional ids are removed",
+            at_least(1),
+        ),
+        _k(
+            "transaction.partition.verification.enable",
+            "boolean",
+            True,
+            "Partition leaders verify a transaction's partition before its first write (KIP-890)",
+        ),
+        _k(
             "producer.id.expiration.ms",
             "int",
             86_400_000,
@@ -438,12 +458,6 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
     ]
 }
 
-# The producer-state keys that take effect (the LogManager expires producer ids).
-_LIVE_PRODUCER_ID_KEYS = frozenset(
-    {"producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"}
-)
-
-
 # Keys that name behaviour Rillet does not have yet, with what they wait for. They are
 # accepted (a Kafka server.properties must load) but change nothing, so setting one is
 # warned about once at start-up (BrokerConfig.inert_settings_warning). Keys whose feature
@@ -451,15 +465,6 @@ _LIVE_PRODUCER_ID_KEYS = frozenset(
 # Kafka's own design (network and I/O threads, socket buffers) have no counterpart in Rillet
 # and are not listed.
 INERT_KEYS: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            k
-            for k in BROKER_CONFIGS
-            if k.startswith(("transaction.", "transactional.", "producer.id."))
-            and k not in _LIVE_PRODUCER_ID_KEYS
-        ],
-        "exactly-once delivery",
-    ),
     "delete.topic.enable": "refusing topic deletion",
     "controlled.shutdown.enable": "turning controlled shutdown off",
 }

@@ -39,10 +39,16 @@ from rillet.broker.metadata_publisher import MetadataPublisher
 from rillet.broker.producer_id_manager import ProducerIdManager
 from rillet.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from rillet.broker.replica_manager import ReplicaManager
+from rillet.broker.transaction_coordinator import TransactionCoordinator
+from rillet.broker.txn_broker_clients import BrokerClients
+from rillet.broker.txn_marker_channel import TxnMarkerChannel
+from rillet.broker.txn_marker_writer import TxnMarkerWriter
+from rillet.broker.txn_verification import TxnVerifier
 from rillet.config import BrokerConfig, Endpoint
 from rillet.controller import ControllerConfig, QuorumController
 from rillet.controller.service import ControllerService
 from rillet.coordinator.group.config import GroupCoordinatorConfig
+from rillet.coordinator.transaction import TransactionCoordinatorConfig
 from rillet.errors import KafkaStorageError
 from rillet.metadata.records import BrokerEndpoint
 from rillet.metadata.snapshot import (
@@ -61,6 +67,7 @@ from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
+from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_cleaner import LogCleanerConfig
 from rillet.storage.log_manager import LogManager
@@ -84,6 +91,17 @@ GROUP_KEYS = (
     "group.max.session.timeout.ms",
     "group.max.size",
 )
+# The broker configs the transaction coordinator takes (TransactionCoordinatorConfig).
+TRANSACTION_KEYS = (
+    "transaction.state.log.num.partitions",
+    "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "offsets.topic.num.partitions",
+)
+# Kafka's retry.backoff.ms default: how long a transaction marker waits before a retry.
+TXN_MARKER_RETRY_BACKOFF_MS = 100
 
 
 class RilletServer:
@@ -106,6 +124,11 @@ class RilletServer:
         self.log_manager: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
+        self.txn_verifier: TxnVerifier | None = None
+        self.txn_markers: TxnMarkerWriter | None = None
+        self.txn_channel: TxnMarkerChannel | None = None
+        self.broker_clients: BrokerClients | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
@@ -278,8 +301,29 @@ class RilletServer:
             lambda: self.publisher.image.offset,
             self._on_caught_up,
         )
+        txn_config = TransactionCoordinatorConfig.from_properties(
+            {k: cfg[k] for k in TRANSACTION_KEYS}
+        )
+        request_timeout_ms = cfg["request.timeout.ms"]
+        clients = BrokerClients(self._inter_broker_address, GrpcTxnBrokerClient)
+        self.broker_clients = clients
+        verifier = self.txn_verifier = TxnVerifier(
+            cfg.node_id,
+            self.replicas,
+            lambda: self.publisher.image,
+            clients,
+            None,
+            num_partitions=txn_config.transaction_state_log_num_partitions,
+            request_timeout_ms=request_timeout_ms,
+            enabled=cfg["transaction.partition.verification.enable"],
+        )
         self.apis = BrokerApis(
-            cfg, self.cluster_id, self.replicas, lambda: self.publisher.image, self.channel
+            cfg,
+            self.cluster_id,
+            self.replicas,
+            lambda: self.publisher.image,
+            self.channel,
+            txn_verifier=verifier,
         )
         self.groups = GroupCoordinator(
             cfg.node_id,
@@ -292,6 +336,37 @@ class RilletServer:
             commit_timeout_ms=cfg["offsets.commit.timeout.ms"],
         )
         self.publisher.listeners.append(self.groups.on_metadata)
+        self.txn_markers = TxnMarkerWriter(
+            self.replicas,
+            self.clock,
+            groups=self.groups,
+            guards=verifier.guards,
+            timeout_ms=request_timeout_ms,
+        )
+        self.txn_channel = TxnMarkerChannel(
+            cfg.node_id,
+            lambda: self.publisher.image,
+            clients,
+            self.txn_markers.write_txn_markers,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self.transactions = TransactionCoordinator(
+            cfg.node_id,
+            self.replicas,
+            self.log_manager,
+            self.channel,
+            txn_config,
+            self.clock,
+            producer_ids=self.producer_ids,
+            markers=self.txn_channel,
+            replication_factor=cfg.transaction_state_log_replication_factor,
+            min_isr=cfg["transaction.state.log.min.isr"],
+            segment_bytes=cfg["transaction.state.log.segment.bytes"],
+            commit_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=TXN_MARKER_RETRY_BACKOFF_MS,
+        )
+        verifier.local = self.transactions.add_partitions_to_txn
+        self.publisher.listeners.append(self.transactions.on_metadata)
 
     def _on_caught_up(self) -> None:
         """The controller says this broker has the metadata: act on it (leaders, followers,
@@ -326,7 +401,15 @@ class RilletServer:
             assert self.apis is not None
             name = (cfg.inter_broker_listener or cfg.broker_listeners[0]).listener_name
             assert self.groups is not None and self.producer_ids is not None
-            listener = broker_listener(self.apis, self.groups, self.producer_ids, self.clock, name)
+            listener = broker_listener(
+                self.apis,
+                self.groups,
+                self.producer_ids,
+                self.clock,
+                name,
+                transactions=self.transactions,
+                txn_markers=self.txn_markers,
+            )
             await self._listen(listener, cfg.broker_listeners)
         if cfg.is_controller and cfg.controller_listeners:
             listener = controller_listener(driver, self.controller, self.clock, self.cluster_id)
@@ -347,15 +430,18 @@ class RilletServer:
             out.append(BrokerEndpoint(ep.listener_name, ep.host or "localhost", port, "PLAINTEXT"))
         return out
 
-    def _connect_to_broker(self, broker_id: int) -> GrpcReplicaFetchClient | None:
-        """A connection to ``broker_id``'s inter-broker listener, as its registration in the
+    def _inter_broker_address(self, broker_id: int) -> str | None:
+        """``host:port`` of ``broker_id``'s inter-broker listener, as its registration in the
         metadata says (None while it has none there)."""
         broker = self.publisher.image.brokers.get(broker_id)
         listener = self.config.inter_broker_listener_name
         ep = broker.endpoint(listener) if broker is not None and listener else None
-        if ep is None:
-            return None
-        return GrpcReplicaFetchClient(broker_id, f"{ep.host}:{ep.port}")
+        return None if ep is None else f"{ep.host}:{ep.port}"
+
+    def _connect_to_broker(self, broker_id: int) -> GrpcReplicaFetchClient | None:
+        """A connection to ``broker_id``'s inter-broker listener (None while it has none)."""
+        address = self._inter_broker_address(broker_id)
+        return None if address is None else GrpcReplicaFetchClient(broker_id, address)
 
     def _on_leader_change(self, leader: LeaderAndEpoch) -> None:
         self.controller.on_leader_change(leader)
@@ -470,6 +556,11 @@ class RilletServer:
             await self.replicas.stop_fetchers()
         if self.groups is not None:
             await self.groups.close()
+        if self.transactions is not None:
+            await self.transactions.close()
+        for closing in (self.txn_channel, self.txn_verifier, self.broker_clients):
+            if closing is not None:
+                await closing.close()
         await self.scheduler.shutdown()
         for listener in self.listeners:
             await listener.stop(1)

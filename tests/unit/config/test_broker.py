@@ -741,32 +741,27 @@ def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
     c = with_props(
         **{
             "auto.leader.rebalance.enable": "false",
-            "transaction.max.timeout.ms": "60000",
+            "controlled.shutdown.enable": "false",
+            "transaction.max.timeout.ms": "60000",  # the transaction coordinator acts on it
             "log.cleaner.threads": "2",  # the log cleaner acts on it
             "replica.fetch.max.bytes": "1048576",
             "num.partitions": "3",
         }
     )
-    assert c.inert_settings() == ["transaction.max.timeout.ms"]
+    assert c.inert_settings() == ["controlled.shutdown.enable"]
     assert c.inert_settings_warning() == (
         "These settings are accepted but have no effect yet: "
-        "transaction.max.timeout.ms (exactly-once delivery)"
+        "controlled.shutdown.enable (turning controlled shutdown off)"
     )
-    # The embedded default sets a few itself; only what the user overrides is reported.
+    # The embedded default sets a few keys itself; none of them is inert.
     embedded = BrokerConfig.embedded_default(tmp_path)
     assert "transaction.state.log.replication.factor" in embedded.explicit
     assert embedded.inert_settings() == []
-    tuned = BrokerConfig.embedded_default(
-        tmp_path, {"transaction.state.log.replication.factor": "3"}
-    )
-    assert tuned.inert_settings() == ["transaction.state.log.replication.factor"]
+    tuned = BrokerConfig.embedded_default(tmp_path, {"transaction.state.log.replication.factor": "3"})
+    assert tuned.inert_settings() == []
     assert tuned.updated({"delete.topic.enable": "true"}).inert_settings() == [
-        "delete.topic.enable",
-        "transaction.state.log.replication.factor",
+        "delete.topic.enable"
     ]
     assert embedded.updated({"num.partitions": "2"}).inert_settings() == []
-    # The shipped example sets Kafka's single-node values of two of them.
-    assert BrokerConfig.from_file(EXAMPLE).inert_settings() == [
-        "transaction.state.log.min.isr",
-        "transaction.state.log.replication.factor",
-    ]
+    # The shipped example sets Kafka's single-node transaction settings, which take effect.
+    assert BrokerConfig.from_file(EXAMPLE).inert_settings() == []

@@ -27,7 +27,7 @@ async def test_inert_settings_are_warned_about_once_at_start_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = local_config(
-        tmp_path, **{"delete.topic.enable": "true", "transaction.max.timeout.ms": "60000"}
+        tmp_path, **{"delete.topic.enable": "true", "controlled.shutdown.enable": "false"}
     )
     server = RilletServer(config, str(uuid.uuid4()))
     with caplog.at_level(logging.WARNING):
@@ -38,8 +38,8 @@ async def test_inert_settings_are_warned_about_once_at_start_up(
             await server.stop()
     warnings = [r.getMessage() for r in caplog.records if "no effect yet" in r.getMessage()]
     assert warnings == [
-        "These settings are accepted but have no effect yet: delete.topic.enable "
-        "(refusing topic deletion), transaction.max.timeout.ms (exactly-once delivery)"
+        "These settings are accepted but have no effect yet: controlled.shutdown.enable "
+        "(turning controlled shutdown off), delete.topic.enable (refusing topic deletion)"
     ]
 
 

@@ -9,6 +9,7 @@ from typing import TypeVar
 import grpc
 
 from rillet.broker.group_coordinator import GroupCoordinator
+from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.coordinator.group import messages as m
 from rillet.coordinator.group.results import CoordinatorResult
 from rillet.coordinator.group.shard import GroupCoordinatorShard
@@ -25,6 +26,7 @@ Context = grpc.aio.ServicerContext[object, object]
 R = TypeVar("R")
 
 COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
 
 
 def _client(context: Context) -> tuple[str, str]:
@@ -41,29 +43,43 @@ def _client(context: Context) -> tuple[str, str]:
 class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     """Names coordinators by the endpoints of ``listener_name``."""
 
-    def __init__(self, coordinator: GroupCoordinator, listener_name: str) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        listener_name: str,
+        transactions: TransactionCoordinator | None = None,
+    ) -> None:
         self.coordinator = coordinator
         self.listener_name = listener_name
+        self.transactions = transactions
 
     async def FindCoordinator(
         self, request: group_pb2.FindCoordinatorRequest, context: Context
     ) -> group_pb2.FindCoordinatorResponse:
+        """GROUP keys (0) to the group coordinator, TRANSACTION keys (1) to the transaction
+        coordinator; each creates its topic on first use."""
         response = group_pb2.FindCoordinatorResponse()
+        finder: GroupCoordinator | TransactionCoordinator | None = None
+        if request.key_type == COORDINATOR_GROUP:
+            finder = self.coordinator
+        elif request.key_type == COORDINATOR_TRANSACTION:
+            finder = self.transactions
         for key in request.coordinator_keys:
             out = response.coordinators.add(key=key, node_id=-1, port=-1)
-            if request.key_type != COORDINATOR_GROUP:
+            if finder is None:
                 set_error(
                     out,
                     InvalidRequestError(
-                        f"coordinator type {request.key_type} is not served (0 = GROUP)"
+                        f"coordinator type {request.key_type} is not served "
+                        "(0 = GROUP, 1 = TRANSACTION)"
                     ),
                 )
                 continue
-            found = await self.coordinator.find_coordinator(key)
+            found = await finder.find_coordinator(key)
             if isinstance(found, KafkaError):
                 set_error(out, found)
                 continue
-            broker = self.coordinator.image.brokers.get(found)
+            broker = finder.image.brokers.get(found)
             endpoint = broker.endpoint(self.listener_name) if broker is not None else None
             if endpoint is None:
                 set_error(

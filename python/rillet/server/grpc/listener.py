@@ -13,6 +13,8 @@ from grpc_reflection.v1alpha import reflection
 from rillet.broker.apis import BrokerApis
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.producer_id_manager import ProducerIdManager
+from rillet.broker.transaction_coordinator import TransactionCoordinator
+from rillet.broker.txn_marker_writer import TxnMarkerWriter
 from rillet.config import Endpoint
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaStorageError
@@ -97,10 +99,13 @@ def broker_listener(
     producer_ids: ProducerIdManager,
     clock: Clock,
     listener_name: str,
+    *,
+    transactions: TransactionCoordinator | None = None,
+    txn_markers: TxnMarkerWriter | None = None,
 ) -> GrpcListener:
-    """The client API of a broker: produce, fetch, metadata, admin, groups and producer ids.
-    Brokers are described with their ``listener_name`` endpoints; ``clock`` stamps records
-    sent without a timestamp."""
+    """The client API of a broker: produce, fetch, metadata, admin, groups, producer ids and
+    transactions (with the inter-broker WriteTxnMarkers). Brokers are described with their
+    ``listener_name`` endpoints; ``clock`` stamps records sent without a timestamp."""
     return GrpcListener(
         [
             lambda s: add_produce_servicer(ProduceServicer(apis, clock), s),
@@ -112,10 +117,10 @@ def broker_listener(
                 AdminServicer(apis, listener_name), s
             ),
             lambda s: group_pb2_grpc.add_GroupServiceServicer_to_server(
-                GroupServicer(groups, listener_name), s
+                GroupServicer(groups, listener_name, transactions), s
             ),
             lambda s: transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
-                TransactionServicer(producer_ids), s
+                TransactionServicer(producer_ids, transactions, txn_markers, apis.image), s
             ),
         ],
         [

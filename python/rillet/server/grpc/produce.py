@@ -36,9 +36,12 @@ class ProduceServicer(produce_pb2_grpc.ProduceServiceServicer):
     ) -> produce_pb2.ProduceResponse:
         if isinstance(request, tuple):
             entries, acks, timeout_ms = produce_request_from_wire(request, self.clock())
+            transactional_id = request[1].transactional_id
         else:
             entries, acks, timeout_ms = produce_request_from_pb(request, self.clock())
-        results = await self.apis.handle_produce(entries, acks, timeout_ms)
+            has_id = request.HasField("transactional_id")
+            transactional_id = request.transactional_id if has_id else None
+        results = await self.apis.handle_produce(entries, acks, timeout_ms, transactional_id)
         return produce_response(entries, results)
 
 

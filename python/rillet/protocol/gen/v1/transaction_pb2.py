@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rillet.protocol.gen.v1 import common_pb2 as rillet_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brillet/v1/transaction.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\"\x98\x01\n\x15InitProducerIdRequest\x12\x1d\n\x10transactional_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x42\x13\n\x11_transactional_id\"\xa0\x01\n\x16InitProducerIdResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x18\n\x10throttle_time_ms\x18\x05 \x01(\x05\x32k\n\x12TransactionService\x12U\n\x0eInitProducerId\x12 .rillet.v1.InitProducerIdRequest\x1a!.rillet.v1.InitProducerIdResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brillet/v1/transaction.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\"\x98\x01\n\x15InitProducerIdRequest\x12\x1d\n\x10transactional_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x42\x13\n\x11_transactional_id\"\xa0\x01\n\x16InitProducerIdResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x18\n\x10throttle_time_ms\x18\x05 \x01(\x05\",\n\x08TxnTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xf4\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x46\n\x0ctransactions\x18\x01 \x03(\x0b\x32\x30.rillet.v1.AddPartitionsToTxnRequest.Transaction\x1a\x8e\x01\n\x0bTransaction\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x13\n\x0bverify_only\x18\x04 \x01(\x08\x12#\n\x06topics\x18\x05 \x03(\x0b\x32\x13.rillet.v1.TxnTopic\"\xec\x03\n\x1a\x41\x64\x64PartitionsToTxnResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12=\n\x07results\x18\x03 \x03(\x0b\x32,.rillet.v1.AddPartitionsToTxnResponse.Result\x12\x18\n\x10throttle_time_ms\x18\x04 \x01(\x05\x1a\x65\n\x06Result\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x41\n\x06topics\x18\x02 \x03(\x0b\x32\x31.rillet.v1.AddPartitionsToTxnResponse.TopicResult\x1a\x66\n\x0bTopicResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12I\n\npartitions\x18\x02 \x03(\x0b\x32\x35.rillet.v1.AddPartitionsToTxnResponse.PartitionResult\x1a\x65\n\x0fPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"q\n\x16\x41\x64\x64OffsetsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\"t\n\x17\x41\x64\x64OffsetsToTxnResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"i\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x11\n\tcommitted\x18\x04 \x01(\x08\"k\n\x0e\x45ndTxnResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"\xde\x01\n\x16WriteTxnMarkersRequest\x12\x39\n\x07markers\x18\x01 \x03(\x0b\x32(.rillet.v1.WriteTxnMarkersRequest.Marker\x1a\x88\x01\n\x06Marker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x11\n\tcommitted\x18\x03 \x01(\x08\x12#\n\x06topics\x18\x04 \x03(\x0b\x32\x13.rillet.v1.TxnTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\"\x80\x03\n\x17WriteTxnMarkersResponse\x12:\n\x07markers\x18\x01 \x03(\x0b\x32).rillet.v1.WriteTxnMarkersResponse.Marker\x1a]\n\x06Marker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12>\n\x06topics\x18\x02 \x03(\x0b\x32..rillet.v1.WriteTxnMarkersResponse.TopicResult\x1a\x63\n\x0bTopicResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x46\n\npartitions\x18\x02 \x03(\x0b\x32\x32.rillet.v1.WriteTxnMarkersResponse.PartitionResult\x1a\x65\n\x0fPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"8\n\x1b\x44\x65scribeTransactionsRequest\x12\x19\n\x11transactional_ids\x18\x01 \x03(\t\"\xae\x03\n\x1c\x44\x65scribeTransactionsResponse\x12T\n\x12transaction_states\x18\x01 \x03(\x0b\x32\x38.rillet.v1.DescribeTransactionsResponse.TransactionState\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\x05\x1a\x9d\x02\n\x10TransactionState\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10transactional_id\x18\x03 \x01(\t\x12\x19\n\x11transaction_state\x18\x04 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x05 \x01(\x05\x12!\n\x19transaction_start_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x07 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x08 \x01(\x05\x12#\n\x06topics\x18\t \x03(\x0b\x32\x13.rillet.v1.TxnTopic\"\x85\x01\n\x17ListTransactionsRequest\x12\x15\n\rstate_filters\x18\x01 \x03(\t\x12\x1b\n\x13producer_id_filters\x18\x02 \x03(\x03\x12\x1f\n\x12\x64uration_filter_ms\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x15\n\x13_duration_filter_ms\"\xc4\x02\n\x18ListTransactionsResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x1d\n\x15unknown_state_filters\x18\x03 \x03(\t\x12P\n\x12transaction_states\x18\x04 \x03(\x0b\x32\x34.rillet.v1.ListTransactionsResponse.TransactionState\x12\x18\n\x10throttle_time_ms\x18\x05 \x01(\x05\x1a\\\n\x10TransactionState\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x19\n\x11transaction_state\x18\x03 \x01(\t\"?\n\x18\x44\x65scribeProducersRequest\x12#\n\x06topics\x18\x01 \x03(\x0b\x32\x13.rillet.v1.TxnTopic\"\xbf\x04\n\x19\x44\x65scribeProducersResponse\x12@\n\x06topics\x18\x01 \x03(\x0b\x32\x30.rillet.v1.DescribeProducersResponse.TopicResult\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\x05\x1a\x65\n\x0bTopicResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12H\n\npartitions\x18\x02 \x03(\x0b\x32\x34.rillet.v1.DescribeProducersResponse.PartitionResult\x1a\xb3\x01\n\x0fPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12L\n\x10\x61\x63tive_producers\x18\x04 \x03(\x0b\x32\x32.rillet.v1.DescribeProducersResponse.ProducerState\x1a\xa8\x01\n\rProducerState\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x16\n\x0elast_timestamp\x18\x04 \x01(\x03\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12 \n\x18\x63urrent_txn_start_offset\x18\x06 \x01(\x03\x32\xe7\x05\n\x12TransactionService\x12U\n\x0eInitProducerId\x12 .rillet.v1.InitProducerIdRequest\x1a!.rillet.v1.InitProducerIdResponse\x12\x61\n\x12\x41\x64\x64PartitionsToTxn\x12$.rillet.v1.AddPartitionsToTxnRequest\x1a%.rillet.v1.AddPartitionsToTxnResponse\x12X\n\x0f\x41\x64\x64OffsetsToTxn\x12!.rillet.v1.AddOffsetsToTxnRequest\x1a\".rillet.v1.AddOffsetsToTxnResponse\x12=\n\x06\x45ndTxn\x12\x18.rillet.v1.EndTxnRequest\x1a\x19.rillet.v1.EndTxnResponse\x12X\n\x0fWriteTxnMarkers\x12!.rillet.v1.WriteTxnMarkersRequest\x1a\".rillet.v1.WriteTxnMarkersResponse\x12g\n\x14\x44\x65scribeTransactions\x12&.rillet.v1.DescribeTransactionsRequest\x1a\'.rillet.v1.DescribeTransactionsResponse\x12[\n\x10ListTransactions\x12\".rillet.v1.ListTransactionsRequest\x1a#.rillet.v1.ListTransactionsResponse\x12^\n\x11\x44\x65scribeProducers\x12#.rillet.v1.DescribeProducersRequest\x1a$.rillet.v1.DescribeProducersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,62 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INITPRODUCERIDREQUEST']._serialized_end=219
   _globals['_INITPRODUCERIDRESPONSE']._serialized_start=222
   _globals['_INITPRODUCERIDRESPONSE']._serialized_end=382
-  _globals['_TRANSACTIONSERVICE']._serialized_start=384
-  _globals['_TRANSACTIONSERVICE']._serialized_end=491
+  _globals['_TXNTOPIC']._serialized_start=384
+  _globals['_TXNTOPIC']._serialized_end=428
+  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_start=431
+  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=675
+  _globals['_ADDPARTITIONSTOTXNREQUEST_TRANSACTION']._serialized_start=533
+  _globals['_ADDPARTITIONSTOTXNREQUEST_TRANSACTION']._serialized_end=675
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=678
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=1170
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_RESULT']._serialized_start=862
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_RESULT']._serialized_end=963
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_TOPICRESULT']._serialized_start=965
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_TOPICRESULT']._serialized_end=1067
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_PARTITIONRESULT']._serialized_start=1069
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_PARTITIONRESULT']._serialized_end=1170
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_start=1172
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_end=1285
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_start=1287
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_end=1403
+  _globals['_ENDTXNREQUEST']._serialized_start=1405
+  _globals['_ENDTXNREQUEST']._serialized_end=1510
+  _globals['_ENDTXNRESPONSE']._serialized_start=1512
+  _globals['_ENDTXNRESPONSE']._serialized_end=1619
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=1622
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=1844
+  _globals['_WRITETXNMARKERSREQUEST_MARKER']._serialized_start=1708
+  _globals['_WRITETXNMARKERSREQUEST_MARKER']._serialized_end=1844
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=1847
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=2231
+  _globals['_WRITETXNMARKERSRESPONSE_MARKER']._serialized_start=1934
+  _globals['_WRITETXNMARKERSRESPONSE_MARKER']._serialized_end=2027
+  _globals['_WRITETXNMARKERSRESPONSE_TOPICRESULT']._serialized_start=2029
+  _globals['_WRITETXNMARKERSRESPONSE_TOPICRESULT']._serialized_end=2128
+  _globals['_WRITETXNMARKERSRESPONSE_PARTITIONRESULT']._serialized_start=1069
+  _globals['_WRITETXNMARKERSRESPONSE_PARTITIONRESULT']._serialized_end=1170
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=2233
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=2289
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=2292
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=2722
+  _globals['_DESCRIBETRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_start=2437
+  _globals['_DESCRIBETRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_end=2722
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=2725
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=2858
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=2861
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=3185
+  _globals['_LISTTRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_start=3093
+  _globals['_LISTTRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_end=3185
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_start=3187
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_end=3250
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_start=3253
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_end=3828
+  _globals['_DESCRIBEPRODUCERSRESPONSE_TOPICRESULT']._serialized_start=3374
+  _globals['_DESCRIBEPRODUCERSRESPONSE_TOPICRESULT']._serialized_end=3475
+  _globals['_DESCRIBEPRODUCERSRESPONSE_PARTITIONRESULT']._serialized_start=3478
+  _globals['_DESCRIBEPRODUCERSRESPONSE_PARTITIONRESULT']._serialized_end=3657
+  _globals['_DESCRIBEPRODUCERSRESPONSE_PRODUCERSTATE']._serialized_start=3660
+  _globals['_DESCRIBEPRODUCERSRESPONSE_PRODUCERSTATE']._serialized_end=3828
+  _globals['_TRANSACTIONSERVICE']._serialized_start=3831
+  _globals['_TRANSACTIONSERVICE']._serialized_end=4574
 # @@protoc_insertion_point(module_scope)

@@ -40,6 +40,41 @@ class TransactionServiceStub:
                 request_serializer=rillet_dot_v1_dot_transaction__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_transaction__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/rillet.v1.TransactionService/AddPartitionsToTxn',
+                request_serializer=rillet_dot_v1_dot_transaction__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_transaction__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/rillet.v1.TransactionService/AddOffsetsToTxn',
+                request_serializer=rillet_dot_v1_dot_transaction__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_transaction__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/rillet.v1.TransactionService/EndTxn',
+                request_serializer=rillet_dot_v1_dot_transaction__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_transaction__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/rillet.v1.TransactionService/WriteTxnMarkers',
+                request_serializer=rillet_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/rillet.v1.TransactionService/DescribeTransactions',
+                request_serializer=rillet_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
+        self.ListTransactions = channel.unary_unary(
+                '/rillet.v1.TransactionService/ListTransactions',
+                request_serializer=rillet_dot_v1_dot_transaction__pb2.ListTransactionsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_transaction__pb2.ListTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/rillet.v1.TransactionService/DescribeProducers',
+                request_serializer=rillet_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
 
 
 class TransactionServiceServicer:
@@ -55,6 +90,63 @@ class TransactionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddPartitionsToTxn(self, request, context):
+        """Add partitions to a producer's ongoing transaction (starting it), before the producer
+        writes to them; or, with verify_only, ask whether they are in it (KIP-890: a partition
+        leader verifies before the first transactional append). To the transactional id's
+        coordinator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Add a consumer group's offsets to the transaction (its __consumer_offsets partition);
+        the producer then sends TxnOffsetCommit to the group's coordinator. To the transactional
+        id's coordinator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
+        """Commit or abort the ongoing transaction. To the transactional id's coordinator, which
+        answers once the outcome is durable and writes the markers after.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteTxnMarkers(self, request, context):
+        """Inter-broker: a transaction coordinator asks a partition leader to append COMMIT or ABORT
+        control batches.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTransactions(self, request, context):
+        """The state of transactional ids, from their coordinator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTransactions(self, request, context):
+        """The transactional ids this broker coordinates (an admin asks every broker).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeProducers(self, request, context):
+        """The active producers of partitions this broker leads (`rillet transactions
+        describe-producers`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TransactionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -62,6 +154,41 @@ def add_TransactionServiceServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=rillet_dot_v1_dot_transaction__pb2.InitProducerIdRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_transaction__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=rillet_dot_v1_dot_transaction__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_transaction__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=rillet_dot_v1_dot_transaction__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_transaction__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=rillet_dot_v1_dot_transaction__pb2.EndTxnRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_transaction__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=rillet_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=rillet_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.SerializeToString,
+            ),
+            'ListTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransactions,
+                    request_deserializer=rillet_dot_v1_dot_transaction__pb2.ListTransactionsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_transaction__pb2.ListTransactionsResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=rillet_dot_v1_dot_transaction__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_transaction__pb2.DescribeProducersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -92,6 +219,195 @@ class TransactionService:
             '/rillet.v1.TransactionService/InitProducerId',
             rillet_dot_v1_dot_transaction__pb2.InitProducerIdRequest.SerializeToString,
             rillet_dot_v1_dot_transaction__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.TransactionService/AddPartitionsToTxn',
+            rillet_dot_v1_dot_transaction__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            rillet_dot_v1_dot_transaction__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.TransactionService/AddOffsetsToTxn',
+            rillet_dot_v1_dot_transaction__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            rillet_dot_v1_dot_transaction__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.TransactionService/EndTxn',
+            rillet_dot_v1_dot_transaction__pb2.EndTxnRequest.SerializeToString,
+            rillet_dot_v1_dot_transaction__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.TransactionService/WriteTxnMarkers',
+            rillet_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.SerializeToString,
+            rillet_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.TransactionService/DescribeTransactions',
+            rillet_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.SerializeToString,
+            rillet_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.TransactionService/ListTransactions',
+            rillet_dot_v1_dot_transaction__pb2.ListTransactionsRequest.SerializeToString,
+            rillet_dot_v1_dot_transaction__pb2.ListTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.TransactionService/DescribeProducers',
+            rillet_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
+            rillet_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,
