@@ -30,22 +30,28 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from group_clients import (
+    CLASSIC_GROUP,
+    CONSUMER_GROUP,
+    NAMES,
+    TICK_MS,
+    TOPIC_IDS,
+    TP,
+    ClassicMember,
+    Client,
+    ConsumerMember,
+)
+
 from rillet.coordinator import group as g
 from rillet.coordinator.group.consumer_group import ConsumerGroup
 from rillet.coordinator.group.records import OffsetCommitKey, OffsetCommitValue
-from rillet.errors import KafkaError, NotCoordinatorError
+from rillet.errors import NotCoordinatorError
 
-CONSUMER_GROUP, CLASSIC_GROUP = "orders", "billing"
-TOPIC_IDS = {"foo": uuid.UUID(int=0xF00), "bar": uuid.UUID(int=0xBA2)}
-NAMES = {v: k for k, v in TOPIC_IDS.items()}
-TP = tuple[str, int]
-TICK_MS = 50  # how often a member acts
 Delivery = tuple[str, int, Any]  # client name, request id, response
 
 
@@ -114,311 +120,6 @@ class Coordinator:
         self.pending: deque[tuple[tuple[g.CoordinatorRecord, ...], list[Delivery]]] = deque()
         self.ready_at = 0
         self.tick_at: int | None = None
-
-
-class Client:
-    """One member process: its requests in flight, the partitions it owns with its positions,
-    and when it sent the last request that got a good answer."""
-
-    def __init__(self, sim: GroupSimulation, name: str, group: str, instance_id: str | None):
-        self.sim, self.name, self.group, self.instance_id = sim, name, group, instance_id
-        self.base = name.split(".")[0]  # the member, across its process incarnations
-        self.alive = True
-        self.owned: set[TP] = set()
-        self.positions: dict[TP, int | None] = {}
-        self.inflight: dict[int, tuple[str, int]] = {}  # request id -> (kind, sent at)
-        self.last_good_sent = sim.now
-        self.next_heartbeat = self.next_commit = self.retry_at = sim.now
-        self.best_epoch = -1
-
-    def tick(self) -> None:
-        raise NotImplementedError
-
-    def on_response(self, kind: str, sent_at: int, response: Any) -> None:
-        raise NotImplementedError
-
-    def leave(self) -> None:
-        raise NotImplementedError
-
-    def send(self, kind: str, request: Any) -> None:
-        self.inflight[self.sim.send(self, kind, request)] = (kind, self.sim.now)
-
-    def busy(self, kind: str) -> bool:
-        return any(k == kind for k, _ in self.inflight.values())
-
-    def expire_requests(self, parked_ms: int = 0) -> list[str]:
-        """Gives up on requests unanswered for the request timeout (JoinGroup and SyncGroup
-        may wait ``parked_ms`` more); a late answer is ignored."""
-        timeout, now = self.sim.options.request_timeout_ms, self.sim.now
-
-        def late(kind: str, at: int) -> bool:
-            return now - at >= timeout + (parked_ms if kind in ("join", "sync") else 0)
-
-        expired = [r for r, (kind, at) in self.inflight.items() if late(kind, at)]
-        return [self.inflight.pop(r)[0] for r in expired]
-
-    def take(self, partitions: set[TP]) -> None:
-        """New partitions: consumed once their committed offsets are fetched."""
-        for tp in partitions - self.owned:
-            self.positions[tp] = None
-        self.owned |= partitions
-
-    def drop(self, partitions: set[TP], why: str) -> None:
-        if partitions & self.owned:
-            self.sim.log(f"{self.name} gives up {sorted(partitions & self.owned)} ({why})")
-        self.owned -= partitions
-        for tp in partitions:
-            self.positions.pop(tp, None)
-
-    def commit(self, partitions: set[TP], generation: int, member_id: str) -> None:
-        known = {tp: self.positions[tp] for tp in sorted(partitions) if self.positions.get(tp)}
-        if not known or not member_id:
-            return
-        topics = tuple(
-            g.OffsetCommitRequestTopic(
-                t,
-                tuple(
-                    g.OffsetCommitRequestPartition(p, o or 0)
-                    for (tt, p), o in known.items()
-                    if tt == t
-                ),
-            )
-            for t in sorted({t for t, _ in known})
-        )
-        request = g.OffsetCommitRequest(self.group, topics, generation, member_id)
-        self.send("commit", request)
-
-    def consume(self) -> None:
-        """Fetches committed offsets of new partitions (again if an answer was lost), and
-        moves through the partitions it can read."""
-        missing = sorted(tp for tp, position in self.positions.items() if position is None)
-        if missing and not self.busy("fetch"):
-            topics = tuple(
-                g.TopicPartitionIndexes(t, tuple(p for tt, p in missing if tt == t))
-                for t in sorted({t for t, _ in missing})
-            )
-            self.send("fetch", g.OffsetFetchRequest(self.group, topics))
-        for tp, position in self.positions.items():
-            if position is not None:
-                self.positions[tp] = position + self.sim.rng.randint(0, 3)
-
-    def on_fetch(self, response: g.OffsetFetchResponse) -> None:
-        for t in response.topics if response.error is None else ():
-            for p in t.partitions:
-                tp = (t.name, p.partition_index)
-                if tp in self.owned and self.positions.get(tp) is None:
-                    self.positions[tp] = max(p.committed_offset, 1)
-
-    def too_late(self, sent_at: int) -> bool:
-        """Whether a session (less a margin: the member acts every tick) has passed since
-        ``sent_at``: the coordinator may have fenced it since, so nothing it owns is safe."""
-        return self.sim.now - sent_at >= self.sim.options.session_ms - 2 * TICK_MS
-
-    def self_fence_due(self) -> bool:
-        return bool(self.owned) and self.too_late(self.last_good_sent)
-
-
-class ConsumerMember(Client):
-    """A KIP-848 consumer, as the coordinator sees Kafka 4's."""
-
-    def __init__(self, sim: GroupSimulation, name: str, instance_id: str | None, topics: Any):
-        super().__init__(sim, name, CONSUMER_GROUP, instance_id)
-        self.topics: tuple[str, ...] = topics
-        self.epoch = 0
-        self.full = True
-
-    def tick(self) -> None:
-        if "heartbeat" in self.expire_requests():
-            self.full = True
-        if self.self_fence_due():
-            self.drop(set(self.owned), "no good answer for a session")
-            self.epoch = 0
-        self.consume()
-        now = self.sim.now
-        if not self.busy("heartbeat") and now >= max(self.next_heartbeat, self.retry_at):
-            self.send("heartbeat", self.heartbeat_request())
-        if self.epoch > 0 and now >= self.next_commit and not self.busy("commit"):
-            self.next_commit = now + 1_000
-            self.commit(set(self.owned), self.epoch, self.name)
-
-    def heartbeat_request(self) -> g.ConsumerGroupHeartbeatRequest:
-        owned = tuple(
-            g.OwnedTopicPartitions(
-                TOPIC_IDS[t], tuple(sorted(p for tt, p in self.owned if tt == t))
-            )
-            for t in sorted({t for t, _ in self.owned})
-        )
-        full = self.epoch == 0 or self.full
-        return g.ConsumerGroupHeartbeatRequest(
-            self.group,
-            member_id=self.name,
-            member_epoch=self.epoch,
-            instance_id=self.instance_id,
-            rebalance_timeout_ms=self.sim.options.rebalance_ms if full else -1,
-            subscribed_topic_names=self.topics if full else None,
-            topic_partitions=owned,
-            client_id=self.name,
-        )
-
-    def on_response(self, kind: str, sent_at: int, response: Any) -> None:
-        if kind == "fetch":
-            self.on_fetch(response)
-        if kind != "heartbeat":
-            return
-        now = self.sim.now
-        if response.error is None and self.too_late(sent_at):
-            # An answer from before its session ran out: it may have been fenced since.
-            self.drop(set(self.owned), "an answer older than a session")
-            self.epoch, self.full = 0, True
-            return
-        if response.error is None:
-            self.sim.invariants.on_epoch(self, response.member_epoch)
-            self.epoch, self.full, self.last_good_sent = response.member_epoch, False, sent_at
-            self.next_heartbeat = now + response.heartbeat_interval_ms
-            if response.assignment is not None:
-                new = {(NAMES[a.topic_id], p) for a in response.assignment for p in a.partitions}
-                revoked, added = self.owned - new, new - self.owned
-                self.commit(revoked, self.epoch, self.name)
-                self.drop(revoked, "revoked")
-                self.take(added)
-                if revoked or added:
-                    self.next_heartbeat = now  # acknowledge at once
-            return
-        name = response.error.name
-        if name in ("FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"):
-            self.drop(set(self.owned), name)
-            self.epoch = 0
-        elif name == "FENCED_INSTANCE_ID":
-            self.sim.kill(self, "fenced by another incarnation")
-        else:
-            self.full = True
-            self.retry_at = now + (500 if name == "UNRELEASED_INSTANCE_ID" else 100)
-
-    def leave(self) -> None:
-        """A clean shutdown: commit, give everything up, leave (-2, for a while, if static)."""
-        self.commit(set(self.owned), self.epoch, self.name)
-        self.drop(set(self.owned), "leaving")
-        if self.epoch > 0:
-            epoch = -2 if self.instance_id is not None else -1
-            self.send("heartbeat", replace(self.heartbeat_request(), member_epoch=epoch))
-
-
-class ClassicMember(Client):
-    """A classic consumer with the eager protocol (everything revoked before it rejoins);
-    the leader assigns contiguous ranges of both topics, and rejoins when they grow."""
-
-    def __init__(self, sim: GroupSimulation, name: str, instance_id: str | None):
-        super().__init__(sim, name, CLASSIC_GROUP, instance_id)
-        self.member_id = ""
-        self.generation = -1
-        self.state = "idle"  # -> joining -> syncing -> stable
-        self.leader = False
-        self.assigned_with: dict[str, int] | None = None  # counts of its computed assignment
-
-    def join_request(self) -> g.JoinGroupRequest:
-        metadata = g.encode_subscription(g.ConsumerProtocolSubscription(("foo", "bar")))
-        opts = self.sim.options
-        return g.JoinGroupRequest(
-            self.group,
-            opts.session_ms,
-            opts.rebalance_ms,
-            member_id=self.member_id,
-            group_instance_id=self.instance_id,
-            protocols=(g.JoinGroupProtocol("range", metadata),),
-            client_id=self.name,
-        )
-
-    def rejoin(self, why: str, commit: bool = True) -> None:
-        if commit:
-            self.commit(set(self.owned), self.generation, self.member_id)
-        self.drop(set(self.owned), why)
-        self.state = "idle"
-
-    def tick(self) -> None:
-        if {"join", "sync"} & set(self.expire_requests(self.sim.options.rebalance_ms)):
-            self.state = "idle"
-        if self.self_fence_due():
-            self.rejoin("no good answer for a session", commit=False)
-        self.consume()
-        now = self.sim.now
-        if self.state == "idle" and now >= self.retry_at and not self.busy("join"):
-            self.state = "joining"
-            self.send("join", self.join_request())
-        if self.state != "stable":
-            return
-        if self.leader and self.sim.classic_counts != self.sim.partition_counts:
-            self.rejoin("the leader saw new partitions")
-            return
-        if not self.busy("heartbeat") and now >= self.next_heartbeat:
-            self.next_heartbeat = now + self.sim.options.heartbeat_ms
-            request = g.HeartbeatRequest(
-                self.group, self.generation, self.member_id, self.instance_id
-            )
-            self.send("heartbeat", request)
-        if now >= self.next_commit and not self.busy("commit"):
-            self.next_commit = now + 1_000
-            self.commit(set(self.owned), self.generation, self.member_id)
-
-    def on_response(self, kind: str, sent_at: int, response: Any) -> None:
-        if kind == "commit":
-            return
-        error: KafkaError | None = response.error
-        name = None if error is None else error.name
-        if kind == "fetch":
-            self.on_fetch(response)
-        elif name is None and self.too_late(sent_at):
-            self.rejoin("an answer older than a session", commit=False)
-        elif name == "MEMBER_ID_REQUIRED":
-            self.member_id, self.state = response.member_id, "idle"  # rejoin with it
-        elif name is not None and (kind != "heartbeat" or self.state == "stable"):
-            self.on_error(name)
-        elif kind == "join" and name is None:
-            self.on_joined(response, sent_at)
-        elif kind == "sync" and name is None and self.state == "syncing":
-            # An assignment is persisted before anyone gets it: synced generations only grow.
-            self.sim.invariants.on_epoch(self, self.generation)
-            if self.assigned_with is not None:
-                self.sim.classic_counts = self.assigned_with
-            self.state, self.last_good_sent = "stable", sent_at
-            assignment = g.decode_assignment(response.assignment).assigned_partitions
-            self.take({(t, p) for t, ps in assignment.items() for p in ps})
-        elif kind == "heartbeat" and name is None and self.state == "stable":
-            self.last_good_sent = sent_at
-
-    def on_joined(self, response: g.JoinGroupResponse, sent_at: int) -> None:
-        self.member_id, self.generation = response.member_id, response.generation_id
-        self.leader = response.leader == self.member_id
-        self.last_good_sent = sent_at  # a JoinGroup answer restarts the session too
-        self.assigned_with = None
-        assignments: dict[str, bytes] = {}
-        if self.leader and not response.skip_assignment:
-            assignments = self.sim.assign_ranges(response.members)
-            self.assigned_with = dict(self.sim.partition_counts)
-        self.state = "syncing"
-        sync = g.SyncGroupRequest(
-            self.group, self.generation, self.member_id, self.instance_id, assignments=assignments
-        )
-        self.send("sync", sync)
-
-    def on_error(self, name: str) -> None:
-        if name == "FENCED_INSTANCE_ID":
-            self.sim.kill(self, "fenced by another incarnation")
-        elif name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
-            self.drop(set(self.owned), name)
-            self.member_id = "" if name == "UNKNOWN_MEMBER_ID" else self.member_id
-            self.state = "idle"
-        elif name == "REBALANCE_IN_PROGRESS":
-            self.rejoin("rebalance in progress")
-        elif self.state in ("joining", "syncing"):
-            self.state = "idle"
-        self.retry_at = self.sim.now + 100
-
-    def leave(self) -> None:
-        self.commit(set(self.owned), self.generation, self.member_id)
-        self.drop(set(self.owned), "leaving")
-        if self.member_id and self.instance_id is None:
-            request = g.LeaveGroupRequest(self.group, (g.MemberIdentity(self.member_id),))
-            self.send("leave", request)
 
 
 class GroupInvariants:
