@@ -9,6 +9,7 @@ use common::{
     append, append_ts, assert_values, batch, batch_size, batch_with, config, config_with, fixture,
     open_new, opts, read_all, read_batches, records, reopen, sizes, snapshot, NOW, TS,
 };
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{EpochEntry, Log, LogConfig};
 use rillet_core::record::{BatchBuilder, Compression, TimestampType};
 use rillet_core::Error;
@@ -26,7 +27,8 @@ fn assert_rejected(data: &[u8], cfg: LogConfig, follower: bool, ok: impl Fn(&Err
     let err = if follower {
         log.append_as_follower(data, NOW).unwrap_err()
     } else {
-        log.append_as_leader(data, 0, NOW, false).unwrap_err()
+        log.append_as_leader(data, 0, NOW, false, AppendOrigin::Client)
+            .unwrap_err()
     };
     assert!(ok(&err), "unexpected error {err:?}");
     assert_eq!(
@@ -125,7 +127,8 @@ fn bad_append_over_max_message_bytes() {
         let err = if follower {
             log.append_as_follower(&data, NOW).unwrap_err()
         } else {
-            log.append_as_leader(&data, 0, NOW, false).unwrap_err()
+            log.append_as_leader(&data, 0, NOW, false, AppendOrigin::Client)
+                .unwrap_err()
         };
         assert_eq!(err.kafka_name(), "MESSAGE_TOO_LARGE");
         match err {
@@ -191,7 +194,7 @@ fn multi_batch_append_that_fills_the_index_leaves_a_consistent_log() {
     for k in 0..3 {
         data.extend_from_slice(&batch_with(4 + 2 * k, 2, |_| TS, Compression::None, 'v'));
     }
-    match log.append_as_leader(&data, 0, NOW, false) {
+    match log.append_as_leader(&data, 0, NOW, false, AppendOrigin::Client) {
         Ok(info) => {
             assert_eq!((info.first_offset, info.last_offset), (4, 9));
             assert_values(&read_all(&log), 0, 10, |_| 'v');
@@ -219,7 +222,9 @@ fn leader_append_of_several_batches_assigns_consecutive_offsets() {
     let mut data = batch_with(1_000, 3, |o| TS + o, Compression::None, 'x');
     data.extend_from_slice(&batch_with(7, 1, |o| TS + o, Compression::Zstd, 'x'));
     data.extend_from_slice(&batch_with(0, 4, |o| TS + o, Compression::Gzip, 'x'));
-    let info = log.append_as_leader(&data, 9, NOW, false).unwrap();
+    let info = log
+        .append_as_leader(&data, 9, NOW, false, AppendOrigin::Client)
+        .unwrap();
     assert_eq!(
         (
             info.first_offset,
@@ -264,7 +269,13 @@ fn log_append_time_is_stamped_with_a_valid_crc() {
         let first = log.log_end_offset();
         let now = NOW + i as i64;
         let info = log
-            .append_as_leader(&batch_with(first, 3, |o| 1_000 + o, c, 'v'), 0, now, false)
+            .append_as_leader(
+                &batch_with(first, 3, |o| 1_000 + o, c, 'v'),
+                0,
+                now,
+                false,
+                AppendOrigin::Client,
+            )
             .unwrap();
         assert_eq!((info.log_append_time, info.max_timestamp), (now, now));
     }
@@ -333,7 +344,9 @@ fn big_append_is_validated_in_parallel_and_kept_when_good() {
     append(&mut log, 3);
     let data = batch(3, 20_000);
     assert!(data.len() >= 256 * 1024);
-    let info = log.append_as_leader(&data, 0, NOW, false).unwrap();
+    let info = log
+        .append_as_leader(&data, 0, NOW, false, AppendOrigin::Client)
+        .unwrap();
     assert_eq!((info.first_offset, info.last_offset), (3, 20_002));
     assert_values(&read_all(&log), 0, 20_003, |_| 'v');
 }

@@ -14,6 +14,7 @@ use log_cleaner_common::{
     append_keyed, batches, cleaner, compacted_config, keyed_batch, model_after_clean, offsets,
     read_records, Kv,
 };
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{CleanerConfig, CleaningAbort, CleaningJob, Log};
 use rillet_core::record::{BatchBuilder, Compression};
 use rillet_core::Error;
@@ -373,7 +374,7 @@ fn a_producers_last_batch_is_kept_empty_and_others_are_dropped() {
         let mut b = BatchBuilder::new(Compression::Zstd);
         b.producer(pid, 0, seq);
         b.append(TS, Some(key.as_bytes()), Some(b"v"), &[]);
-        log.append_as_leader(&b.build().unwrap(), 0, NOW, false)
+        log.append_as_leader(&b.build().unwrap(), 0, NOW, false, AppendOrigin::Client)
             .unwrap();
     };
     append(7, 0, "a"); // 0: superseded by 3, producer 7 writes again: dropped
@@ -422,14 +423,17 @@ fn keyless_records_are_refused_by_compacted_topics_and_dropped_by_the_cleaner() 
         b.build().unwrap()
     };
     // A delete topic takes them...
-    log.append_as_leader(&keyless, 0, NOW, false).unwrap();
+    log.append_as_leader(&keyless, 0, NOW, false, AppendOrigin::Client)
+        .unwrap();
     // ...a compacted one does not, with Kafka's error and message.
     log.update_config(rillet_core::log::LogConfig {
         compact: true,
         ..log.config().clone()
     })
     .unwrap();
-    let err = log.append_as_leader(&keyless, 0, NOW, false).unwrap_err();
+    let err = log
+        .append_as_leader(&keyless, 0, NOW, false, AppendOrigin::Client)
+        .unwrap_err();
     assert_eq!(err.kafka_name(), "INVALID_RECORD");
     assert_eq!(
         err.to_string(),

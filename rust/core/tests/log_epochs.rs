@@ -11,6 +11,7 @@ use common::{
     assert_values, batch, batch_size, config_with, fixture, open_new, opts, read_batches, records,
     reopen, seg_path, snapshot, CHECKPOINT, NOW, TS,
 };
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{EpochEntry, LogAppendInfo};
 use rillet_core::record::{BatchBuilder, Compression};
 use rillet_core::{Error, Result};
@@ -22,7 +23,7 @@ fn leader_epoch_cache_through_the_log() {
     let mut log = open_new(&f.dir, cfg.clone());
     for epoch in [1, 1, 3] {
         let first = log.log_end_offset();
-        log.append_as_leader(&batch(first, 3), epoch, NOW, false)
+        log.append_as_leader(&batch(first, 3), epoch, NOW, false, AppendOrigin::Client)
             .unwrap();
     }
     let e = |epoch, start_offset| EpochEntry {
@@ -51,11 +52,11 @@ fn leader_epoch_cache_through_the_log() {
     assert_eq!(log.epoch_cache().epoch_for_offset(5), Some(1));
     // An older epoch is stamped but does not enter the cache.
     let first = log.log_end_offset();
-    log.append_as_leader(&batch(first, 3), 2, NOW, false)
+    log.append_as_leader(&batch(first, 3), 2, NOW, false, AppendOrigin::Client)
         .unwrap();
     assert_eq!(log.epoch_cache().entries(), &[e(1, 0), e(3, 6)]);
     let first = log.log_end_offset();
-    log.append_as_leader(&batch(first, 3), 4, NOW, false)
+    log.append_as_leader(&batch(first, 3), 4, NOW, false, AppendOrigin::Client)
         .unwrap();
     assert_eq!(log.epoch_cache().entries(), &[e(1, 0), e(3, 6), e(4, 12)]);
 
@@ -70,7 +71,7 @@ fn leader_epoch_cache_through_the_log() {
         "0\n1\n1 0\n"
     );
     let first = log.log_end_offset();
-    log.append_as_leader(&batch(first, 3), 5, NOW, false)
+    log.append_as_leader(&batch(first, 3), 5, NOW, false, AppendOrigin::Client)
         .unwrap();
     assert_eq!(log.epoch_cache().entries(), &[e(1, 0), e(5, 6)]);
     assert_eq!(
@@ -100,7 +101,7 @@ fn malformed_epoch_checkpoint_is_rebuilt_from_the_batches() {
     let mut log = open_new(&f.dir, cfg.clone());
     for epoch in [1, 1, 3, 3, 6] {
         let first = log.log_end_offset();
-        log.append_as_leader(&batch(first, 3), epoch, NOW, false)
+        log.append_as_leader(&batch(first, 3), epoch, NOW, false, AppendOrigin::Client)
             .unwrap();
     }
     log.close().unwrap();
@@ -207,7 +208,8 @@ fn append_as_follower_keeps_offsets_and_epochs() {
 fn a_new_leader_marks_where_its_epoch_starts_before_writing() {
     let f = fixture();
     let mut log = open_new(&f.dir, config_with(|_| {}));
-    log.append_as_leader(&batch(0, 3), 1, NOW, false).unwrap();
+    log.append_as_leader(&batch(0, 3), 1, NOW, false, AppendOrigin::Client)
+        .unwrap();
     // Elected at epoch 4 with nothing written yet: the epoch starts at the log end.
     assert!(log.assign_epoch_start_offset(4, 3).unwrap());
     assert!(!log.assign_epoch_start_offset(4, 3).unwrap());
@@ -222,7 +224,8 @@ fn a_new_leader_marks_where_its_epoch_starts_before_writing() {
         (4, 3)
     );
     // The epoch's first batch keeps the entry.
-    log.append_as_leader(&batch(3, 2), 4, NOW, false).unwrap();
+    log.append_as_leader(&batch(3, 2), 4, NOW, false, AppendOrigin::Client)
+        .unwrap();
     let e = |epoch, start_offset| EpochEntry {
         epoch,
         start_offset,
@@ -239,7 +242,8 @@ fn a_new_leader_marks_where_its_epoch_starts_before_writing() {
 fn truncating_at_the_log_end_drops_an_epoch_begun_there_without_records() {
     let f = fixture();
     let mut log = open_new(&f.dir, config_with(|_| {}));
-    log.append_as_leader(&batch(0, 3), 1, NOW, false).unwrap();
+    log.append_as_leader(&batch(0, 3), 1, NOW, false, AppendOrigin::Client)
+        .unwrap();
     // Led epoch 2 briefly, wrote nothing, then followed a leader of epoch 3.
     log.assign_epoch_start_offset(2, 3).unwrap();
     assert!(!log.truncate_to(3, NOW).unwrap());

@@ -17,6 +17,7 @@ use std::path::Path;
 use common::{config, config_with, fixture, open_new, opts, read_all, reopen, snapshot, NOW, TS};
 use log_cleaner_common::{batches, cleaner, compacted_config, read_records};
 use rillet_core::log::producer_snapshot::list_snapshot_files;
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{Log, LogAppendInfo, LogConfig, ProducerStateError, ProducerStateManager};
 use rillet_core::record::batch::validate_batch;
 use rillet_core::record::control::{ControlRecordType, EndTransactionMarker};
@@ -65,11 +66,13 @@ fn cat(parts: &[&[u8]]) -> Vec<u8> {
 }
 
 fn lead(log: &mut Log, data: &[u8]) -> LogAppendInfo {
-    log.append_as_leader(data, 0, NOW, false).unwrap()
+    log.append_as_leader(data, 0, NOW, false, AppendOrigin::Client)
+        .unwrap()
 }
 
 fn lead_err(log: &mut Log, data: &[u8]) -> Error {
-    log.append_as_leader(data, 0, NOW, true).unwrap_err()
+    log.append_as_leader(data, 0, NOW, true, AppendOrigin::Client)
+        .unwrap_err()
 }
 
 fn kafka_name(e: &Error) -> &'static str {
@@ -131,7 +134,9 @@ fn a_retry_is_answered_with_its_original_offsets_and_not_written() {
     let before = snapshot(&log);
 
     // The same request again: nothing written, both batches answered where they are.
-    let info = log.append_as_leader(&first, 7, NOW, false).unwrap();
+    let info = log
+        .append_as_leader(&first, 7, NOW, false, AppendOrigin::Client)
+        .unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 4));
     assert_eq!(info.batch_base_offsets, Some(vec![0, 3]));
     assert_eq!(
@@ -280,7 +285,7 @@ fn a_follower_replaying_the_leaders_batches_has_the_same_state() {
     }
     lead(&mut leader, &txn_batch(7, 2, 0, 2));
     leader
-        .append_as_leader(&marker(7, 2, true, 4), 0, NOW, true)
+        .append_as_leader(&marker(7, 2, true, 4), 0, NOW, true, AppendOrigin::Client)
         .unwrap();
     lead(&mut leader, &txn_batch(8, 0, 0, 1)); // still open
     assert!(leader.segment_count() > 1);
@@ -318,11 +323,11 @@ fn markers_end_transactions_and_fence_old_coordinators() {
     );
     // Clients may not write markers.
     let e = log
-        .append_as_leader(&marker(4, 1, true, 2), 0, NOW, false)
+        .append_as_leader(&marker(4, 1, true, 2), 0, NOW, false, AppendOrigin::Client)
         .unwrap_err();
     assert_eq!(kafka_name(&e), "INVALID_RECORD");
     let info = log
-        .append_as_leader(&marker(4, 1, false, 2), 0, NOW, true)
+        .append_as_leader(&marker(4, 1, false, 2), 0, NOW, true, AppendOrigin::Client)
         .unwrap();
     assert_eq!((info.first_offset, info.last_offset), (3, 3));
     let e4 = log.producer_state().last_entry(4).unwrap().clone();
@@ -336,13 +341,16 @@ fn markers_end_transactions_and_fence_old_coordinators() {
         (marker(4, 1, true, 1), "TRANSACTION_COORDINATOR_FENCED"),
         (marker(4, 0, true, 3), "INVALID_PRODUCER_EPOCH"),
     ] {
-        let e = log.append_as_leader(&data, 0, NOW, true).unwrap_err();
+        let e = log
+            .append_as_leader(&data, 0, NOW, true, AppendOrigin::Client)
+            .unwrap_err();
         assert_eq!(kafka_name(&e), want);
         assert_eq!(snapshot(&log), before);
     }
     // A marker in the same append as the transaction's batches sees them.
     let data = cat(&[&txn_batch(4, 1, 3, 1), &marker(4, 1, true, 2)]);
-    log.append_as_leader(&data, 0, NOW, true).unwrap();
+    log.append_as_leader(&data, 0, NOW, true, AppendOrigin::Client)
+        .unwrap();
     assert_eq!(
         log.producer_state()
             .last_entry(4)
@@ -360,7 +368,9 @@ fn markers_end_transactions_and_fence_old_coordinators() {
         b.producer(4, 1, -1).transactional(true).control(true);
         b.append(TS, Some(key), Some(value), &[]);
         let bad = b.build().unwrap();
-        let e = log.append_as_leader(&bad, 0, NOW, true).unwrap_err();
+        let e = log
+            .append_as_leader(&bad, 0, NOW, true, AppendOrigin::Client)
+            .unwrap_err();
         assert_eq!(kafka_name(&e), "INVALID_RECORD");
         let g = fixture();
         let mut follower = open_new(&g.dir, config());
@@ -373,7 +383,7 @@ fn markers_end_transactions_and_fence_old_coordinators() {
     let mut b = BatchBuilder::new(Compression::None);
     b.control(true);
     b.append(TS, None, Some(b"leader change"), &[]);
-    log.append_as_leader(&b.build().unwrap(), 0, NOW, true)
+    log.append_as_leader(&b.build().unwrap(), 0, NOW, true, AppendOrigin::Client)
         .unwrap();
 }
 
@@ -410,7 +420,8 @@ fn reopening_after_a_clean_close_loads_the_snapshot_at_the_log_end() {
 }
 
 #[test]
-fn reopening_after_a_crash_replays_from_the_latest_snapshot_and_cuts_a_torn_tail() {
+fn reopening_after_a_crash_rebuilds_from_a_snapshot_below_the_recovered_segments_and_cuts_a_torn_tail(
+) {
     let f = fixture();
     let cfg = config();
     let mut log = open_new(&f.dir, cfg.clone());
@@ -438,9 +449,11 @@ fn reopening_after_a_crash_replays_from_the_latest_snapshot_and_cuts_a_torn_tail
         let e = log.producer_state().last_entry(pid).unwrap();
         e.batch_metadata.iter().map(|m| m.last_offset).collect()
     };
-    // The snapshot at 30 kept each producer's last batch; the three after it are replayed.
-    assert_eq!(last_offsets(&log, 1), vec![28, 31, 33]);
-    assert_eq!(last_offsets(&log, 2), vec![29, 34]);
+    // Every segment from the recovery point (0) on was re-read, so the state is rebuilt
+    // from a snapshot at or below the first of them (Kafka's LogLoader.recoverSegment; none
+    // here): the whole log is replayed, and each producer's last five batches are known.
+    assert_eq!(last_offsets(&log, 1), vec![22, 25, 28, 31, 33]);
+    assert_eq!(last_offsets(&log, 2), vec![20, 23, 26, 29, 34]);
     assert_eq!(log.producer_state().map_end_offset(), end);
     // The replay ends in a snapshot at the log end.
     assert_eq!(snapshot_offsets(&f.dir), vec![30, 35]);
@@ -465,8 +478,8 @@ fn reopening_after_a_crash_replays_from_the_latest_snapshot_and_cuts_a_torn_tail
     assert!(info.truncated_bytes > 0);
     assert_eq!(log.log_end_offset(), end - 1);
     assert_eq!(snapshot_offsets(&f.dir), vec![30, 34]);
-    assert_eq!(last_offsets(&log, 2), vec![29]);
-    assert_eq!(last_offsets(&log, 1), vec![28, 31, 33]);
+    assert_eq!(last_offsets(&log, 2), vec![17, 20, 23, 26, 29]);
+    assert_eq!(last_offsets(&log, 1), vec![22, 25, 28, 31, 33]);
     // The lost batch is not a duplicate: the retry is written again.
     let info = lead(&mut log, &pbatch(2, 4, 10, 1, TS));
     assert_eq!(
@@ -631,11 +644,17 @@ fn a_duplicate_under_log_append_time_answers_the_original_append_time() {
     let cfg = config_with(|c| c.message_timestamp_type = TimestampType::LogAppendTime);
     let mut log = open_new(&f.dir, cfg);
     let info = log
-        .append_as_leader(&pbatch(1, 0, 0, 2, TS), 0, NOW, false)
+        .append_as_leader(&pbatch(1, 0, 0, 2, TS), 0, NOW, false, AppendOrigin::Client)
         .unwrap();
     assert_eq!(info.log_append_time, NOW);
     let info = log
-        .append_as_leader(&pbatch(1, 0, 0, 2, TS), 0, NOW + 5, false)
+        .append_as_leader(
+            &pbatch(1, 0, 0, 2, TS),
+            0,
+            NOW + 5,
+            false,
+            AppendOrigin::Client,
+        )
         .unwrap();
     assert_eq!((info.log_append_time, info.first_offset), (NOW, 0));
     assert_eq!(

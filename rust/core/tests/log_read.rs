@@ -10,6 +10,7 @@ use common::{
     config, config_with, decode, fetch_bytes, fixture, open_new, opts, read_batches, records,
     reopen, seg_path, BatchInfo, NOW, TS,
 };
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{Log, LogConfig, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP};
 use rillet_core::record::Compression;
 use rillet_core::Error;
@@ -92,7 +93,8 @@ fn read_respects_max_bytes_and_min_one_batch() {
     .unwrap();
     let big_first = log.log_end_offset();
     let big = batch_with(big_first, 50, |o| TS + o, Compression::None, 'v');
-    log.append_as_leader(&big, 0, NOW, false).unwrap();
+    log.append_as_leader(&big, 0, NOW, false, AppendOrigin::Client)
+        .unwrap();
     assert_eq!(bases(&log), vec![0, 9, 18]);
     let info = log.read(big_first + 7, 100, None, true).unwrap();
     assert_eq!(info.size(), big.len() as u64);
@@ -210,6 +212,7 @@ fn offset_for_timestamp_special_values() {
             epoch,
             NOW,
             false,
+            AppendOrigin::Client,
         )
         .unwrap();
     }
@@ -267,7 +270,8 @@ fn offset_for_timestamp_search_across_segments_and_zstd_batches() {
     let max = data.iter().map(|d| d.len()).max().unwrap() as u64;
     let mut log = open_new(&f.dir, config_with(|c| c.segment_bytes = 2 * max + 1));
     for d in &data {
-        log.append_as_leader(d, 7, NOW, false).unwrap();
+        log.append_as_leader(d, 7, NOW, false, AppendOrigin::Client)
+            .unwrap();
     }
     assert!(
         log.segment_count() >= 3,
@@ -322,6 +326,7 @@ fn offset_for_timestamp_with_out_of_order_timestamps() {
             0,
             NOW,
             false,
+            AppendOrigin::Client,
         )
         .unwrap();
     }

@@ -14,6 +14,7 @@ use common::{
     opts, read_all, read_batches, reopen, seg_path, segment_files, sizes, snapshot, CHECKPOINT,
     NOW, TS,
 };
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{EpochEntry, Log, LogConfig, RecoveryInfo};
 use rillet_core::record::Compression;
 
@@ -156,6 +157,7 @@ fn torn_tail_is_truncated_to_the_last_whole_batch() {
         0,
         NOW,
         false,
+        AppendOrigin::Client,
     )
     .unwrap();
     assert_values(&read_all(&log), 0, 27, |o| if o < 24 { 'v' } else { 'w' });
@@ -237,7 +239,7 @@ fn corrupt_batch_in_an_older_segment_cuts_it_and_deletes_later_segments() {
     let mut log = open_new(&f.dir, cfg.clone());
     for k in 0..11 {
         let first = log.log_end_offset();
-        log.append_as_leader(&batch(first, 3), k / 3, NOW, false)
+        log.append_as_leader(&batch(first, 3), k / 3, NOW, false, AppendOrigin::Client)
             .unwrap();
     }
     assert_eq!(bases(&log), vec![0, 9, 18, 27]);

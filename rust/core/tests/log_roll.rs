@@ -11,6 +11,7 @@ use common::{
     read_all, reopen, seg_path, segment_files, sizes, time_index_file, NOW, TS,
 };
 use rillet_core::log::log_file_name;
+use rillet_core::log::AppendOrigin;
 use rillet_core::record::Compression;
 
 #[test]
@@ -103,6 +104,7 @@ fn roll_on_segment_ms_uses_record_timestamps_and_jitter() {
         0,
         NOW + 1_000_000,
         false,
+        AppendOrigin::Client,
     )
     .unwrap();
     assert_eq!(bases(&log), vec![0, 3, 6]);
@@ -126,6 +128,7 @@ fn roll_on_segment_ms_uses_record_timestamps_and_jitter() {
         0,
         NOW,
         false,
+        AppendOrigin::Client,
     )
     .unwrap();
     append_ts(&mut log, 1, 2140); // 2140 - 2050 = 90

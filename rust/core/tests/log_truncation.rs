@@ -12,6 +12,7 @@ use common::{
     expected_files, file_len, fixture, opts, read_all, read_batches, reopen, seg_path,
     segment_files, sizes, CHECKPOINT, NOW, TS,
 };
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{EpochEntry, MAX_TIMESTAMP};
 use rillet_core::record::Compression;
 use rillet_core::Error;
@@ -54,6 +55,7 @@ fn truncate_to_mid_log_across_segments_then_append_again() {
             0,
             NOW,
             false,
+            AppendOrigin::Client,
         )
         .unwrap();
     }
@@ -131,7 +133,7 @@ fn truncate_fully_and_start_at() {
     assert_eq!(log.fetch_offset_by_timestamp(0).unwrap(), None);
     let first = log.log_end_offset();
     let info = log
-        .append_as_leader(&batch(first, 3), 5, NOW, false)
+        .append_as_leader(&batch(first, 3), 5, NOW, false, AppendOrigin::Client)
         .unwrap();
     assert_eq!((info.first_offset, info.last_offset), (1_000, 1_002));
     assert_values(&read_all(&log), 1_000, 1_003, |_| 'v');

@@ -12,7 +12,8 @@
 //! The *first dirty offset* is the cleaner's checkpoint for the log (`cleaner-offset-checkpoint`,
 //! kept by the caller), or the log start offset when the checkpoint is missing or lies outside
 //! the log. The *first uncleanable offset* is the smallest of the active segment's base
-//! offset, the high watermark (nothing a leader change could still truncate is compacted) and
+//! offset, the high watermark (nothing a leader change could still truncate is compacted), the
+//! last stable offset (no transaction still open or not yet replicated is compacted) and
 //! the base offset of the first segment holding a record younger than `min.compaction.lag.ms`,
 //! rounded down to the base offset of its segment: the cleaner works in whole segments.
 
@@ -98,6 +99,10 @@ impl Log {
         if let Some(hw) = high_watermark {
             uncleanable = uncleanable.min(hw.max(0));
         }
+        // Nothing at or past the last stable offset: a transaction there may still abort,
+        // and its records must not shadow committed ones in the offset map (Kafka cleans
+        // below the LSO only).
+        uncleanable = uncleanable.min(self.last_stable_offset(high_watermark.unwrap_or(end)));
         let lag = self.config.min_compaction_lag_ms.max(0);
         if lag > 0 {
             let recent = self

@@ -12,7 +12,10 @@
 //!    one `.cleaned` segment. A record is kept when it is past the mapped offsets, or when it
 //!    is the newest record of its key and either has a value or is a tombstone whose delete
 //!    horizon (KIP-534) has not passed; records without a key are dropped. Control batches are
-//!    kept whole. A batch left empty is dropped, except the last batch of a group (so the new
+//!    kept whole. The records of aborted transactions (from the `.txnindex` files, walked as
+//!    Kafka's `CleanedTransactionMetadata` does) are neither mapped nor kept, and each new
+//!    segment's `.txnindex` holds the entries of the segments it replaces (their markers
+//!    all stay). Nothing at or past the last stable offset is cleaned (`cleanable.rs`). A batch left empty is dropped, except the last batch of a group (so the new
 //!    segment ends at the same offset as the ones it replaces) and the last data batch of a
 //!    producer the log's producer state knows when the plan was taken (Kafka's
 //!    `lastRecordsOfActiveProducers`: its sequence and epoch must survive a reload of the
@@ -26,7 +29,7 @@
 //!
 //! [`Log::clean`] runs the three steps in one call for callers that own the log.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -41,8 +44,10 @@ use super::offset_map::SkimpyOffsetMap;
 use super::scan::BatchScanner;
 use super::segment::Segment;
 use super::swap::CleanedSegment;
+use super::txn_index::AbortedTxn;
 use crate::error::{Error, Result};
 use crate::record::batch::BatchHeader;
+use crate::record::control::read_end_txn_marker;
 use crate::record::filter::{BatchFilter, EmptyBatch, RecordView, Written};
 use crate::record::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 
@@ -177,6 +182,8 @@ struct SegmentView {
     index_bytes: u64,
     time_index_bytes: u64,
     modified: Option<SystemTime>,
+    /// Its `.txnindex` entries: the cleaned segment keeps them all, as it keeps every marker.
+    aborted_txns: Vec<AbortedTxn>,
 }
 
 impl SegmentView {
@@ -188,6 +195,57 @@ impl SegmentView {
             index_bytes: (s.offset_index().entries() * 8) as u64,
             time_index_bytes: (s.time_index().entries() * 12) as u64,
             modified: s.file().metadata().and_then(|m| m.modified()).ok(),
+            aborted_txns: s.txn_index().entries().to_vec(),
+        }
+    }
+}
+
+/// Which batches belong to aborted transactions, as the cleaner walks the log in offset
+/// order (Kafka's `CleanedTransactionMetadata`, without the marker removal): an aborted
+/// transaction is open from its first offset until its ABORT marker, and a transactional
+/// batch of its producer meanwhile is aborted.
+#[derive(Debug, Clone, Default)]
+struct AbortedBatches {
+    /// Aborted transactions not reached yet, by first offset, the next one last.
+    pending: Vec<AbortedTxn>,
+    /// Producers inside an aborted transaction.
+    open: HashSet<i64>,
+}
+
+impl AbortedBatches {
+    fn new(mut aborted: Vec<AbortedTxn>) -> Self {
+        aborted.sort_by_key(|t| std::cmp::Reverse(t.first_offset));
+        AbortedBatches {
+            pending: aborted,
+            open: HashSet::new(),
+        }
+    }
+
+    fn reach(&mut self, offset: i64) {
+        while self
+            .pending
+            .last()
+            .is_some_and(|t| t.first_offset <= offset)
+        {
+            let t = self.pending.pop().expect("checked");
+            self.open.insert(t.producer_id);
+        }
+    }
+
+    /// A data batch: whether it belongs to an aborted transaction.
+    fn on_data_batch(&mut self, h: &BatchHeader) -> bool {
+        self.reach(h.last_offset());
+        h.is_transactional() && self.open.contains(&h.producer_id)
+    }
+
+    /// A control batch (`batch` is all of it): an ABORT marker ends its producer's aborted
+    /// transaction.
+    fn on_control_batch(&mut self, h: &BatchHeader, batch: &[u8]) {
+        self.reach(h.last_offset());
+        if let Ok(Some((m, _))) = read_end_txn_marker(h, batch) {
+            if m.is_abort() {
+                self.open.remove(&h.producer_id);
+            }
         }
     }
 }
@@ -205,6 +263,9 @@ pub struct CleanPlan {
     /// Per producer id, the last offset of its newest data batch in the log (from the
     /// log's producer state): that batch is kept even if emptied.
     producer_last_offsets: HashMap<i64, i64>,
+    /// The aborted transactions overlapping the segments planned: their batches are not
+    /// mapped, and their records are dropped.
+    aborted_txns: Vec<AbortedTxn>,
     truncation_count: u64,
 }
 
@@ -250,6 +311,10 @@ impl Log {
             .range(..uncleanable)
             .map(|(_, s)| SegmentView::of(s))
             .collect();
+        let aborted_txns = match segments.first() {
+            Some(first) => self.collect_aborted_transactions(first.base_offset, uncleanable),
+            None => Vec::new(),
+        };
         self.cleaning = true;
         Ok(CleanPlan {
             dir: self.dir.clone(),
@@ -258,6 +323,7 @@ impl Log {
             now_ms,
             segments,
             producer_last_offsets: self.producer_last_data_offsets(),
+            aborted_txns,
             truncation_count: self.truncation_count,
         })
     }
@@ -328,6 +394,8 @@ pub struct CleaningJob {
     end_offset: i64,
     groups: Vec<Range<usize>>,
     next: usize,
+    /// The aborted transactions as the groups are cleaned, one after the other.
+    aborted: AbortedBatches,
     filter: BatchFilter,
     out: Vec<u8>,
     read_buffer: usize,
@@ -359,6 +427,7 @@ impl CleaningJob {
             end_offset: first_dirty,
             groups: Vec::new(),
             next: 0,
+            aborted: AbortedBatches::default(),
             filter: BatchFilter::new(),
             out: Vec::new(),
             read_buffer: (config.io_buffer_size / 2).max(RECORD_BATCH_OVERHEAD),
@@ -372,6 +441,7 @@ impl CleaningJob {
             },
             started,
         };
+        job.aborted = AbortedBatches::new(job.plan.aborted_txns.clone());
         if !job.build_offset_map()? {
             job.stats.aborted = true;
             return Ok(job);
@@ -403,6 +473,7 @@ impl CleaningJob {
                 .iter()
                 .rposition(|s| s.base_offset <= first_dirty)
                 .unwrap_or(0);
+            let mut aborted = AbortedBatches::new(self.plan.aborted_txns.clone());
             for s in segments.iter().skip(first_dirty_segment) {
                 let mut scanner = BatchScanner::new(&s.file, 0, s.size, self.read_buffer);
                 while let Some(r) = scanner.next_batch() {
@@ -410,7 +481,14 @@ impl CleaningJob {
                     if self.abort.is_aborted() {
                         return Ok(false);
                     }
-                    if h.last_offset() >= first_dirty && !h.is_control() {
+                    // An aborted transaction's records must not shadow committed ones.
+                    let is_aborted = if h.is_control() {
+                        aborted.on_control_batch(&h, batch);
+                        false
+                    } else {
+                        aborted.on_data_batch(&h)
+                    };
+                    if h.last_offset() >= first_dirty && !h.is_control() && !is_aborted {
                         if self.map.would_overflow(h.record_count as usize) {
                             if self.map.latest_offset() < first_dirty {
                                 // Kafka's message, with what did not fit.
@@ -458,6 +536,10 @@ impl CleaningJob {
             &self.plan.config,
             self.write_buffer,
         )?;
+        // Every marker is kept, so every aborted transaction indexed stays indexed.
+        for t in group.iter().flat_map(|s| &s.aborted_txns) {
+            cleaned.append_aborted_txn(*t);
+        }
         // The group's last batch is kept even if emptied, so the new segment ends where the
         // old ones did.
         let last_nonempty = group.iter().rposition(|s| s.size > 0);
@@ -494,11 +576,16 @@ impl CleaningJob {
         stats.messages_read += h.record_count as u64;
         self.out.clear();
         if h.is_control() {
-            // No transactions yet: markers are kept as they are.
+            // Markers are kept as they are (Kafka removes them once their delete horizon
+            // has passed and their transaction's batches are gone; not done here).
+            self.aborted.on_control_batch(h, batch);
             stats.messages_written += h.record_count as u64;
             stats.bytes_written += batch.len() as u64;
             return cleaned.append(batch, h.last_offset(), h.max_timestamp);
         }
+        // An aborted transaction's records go (Kafka's discardBatchRecords); the batch stays,
+        // empty, only where an empty batch would be kept anyway.
+        let discard = self.aborted.on_data_batch(h);
         let producer_last = h.producer_id >= 0
             && self.plan.producer_last_offsets.get(&h.producer_id) == Some(&h.last_offset());
         let if_empty = if group_last || producer_last {
@@ -513,6 +600,9 @@ impl CleaningJob {
         let map = &mut self.map;
         let (mut invalid, mut tombstones_removed) = (0u64, 0u64);
         let mut retain = |r: &RecordView<'_>| -> bool {
+            if discard {
+                return false;
+            }
             if r.offset > latest {
                 return true;
             }

@@ -16,7 +16,8 @@
 //! The recovery point is not advanced by loading (only a flush advances it), so a crash right
 //! after an open recovers the same segments again. Last, the producer state is loaded from
 //! its latest snapshot and the batches after it (`Log::load_producer_state` in
-//! `producer_log.rs`). (The cleaner's checkpoint, `cleaner-offset-checkpoint`, belongs to
+//! `producer_log.rs`); when segments were recovered, from a snapshot at or below the first of
+//! them, so that replaying their transaction markers rebuilds their `.txnindex` files. (The cleaner's checkpoint, `cleaner-offset-checkpoint`, belongs to
 //! the log directory and is kept by the broker's LogCleanerManager.)
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use super::producer_state::ProducerStateManager;
 use super::scan::BatchScanner;
 use super::segment::{Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use super::swap::recover_swaps;
+use super::txn_index::TXN_INDEX_SUFFIX;
 use crate::error::{IoContext, Result};
 use crate::record::batch::BatchHeader;
 
@@ -102,6 +104,8 @@ impl Log {
             producer_state: ProducerStateManager::new(),
         };
         let mut recovered_epochs: Vec<EpochEntry> = Vec::new();
+        // Segments re-read: their `.txnindex` is rebuilt while the producer state loads.
+        let mut recovered: Vec<i64> = Vec::new();
         if log.segments.is_empty() {
             let base = log.log_start_offset;
             log.segments
@@ -113,6 +117,7 @@ impl Log {
                 &missing_index,
                 &mut info,
                 &mut recovered_epochs,
+                &mut recovered,
             )?;
         }
         let last = log
@@ -139,7 +144,8 @@ impl Log {
         log.epoch_cache.truncate_from_end(log.next_offset)?;
         log.epoch_cache.truncate_from_start(log.log_start_offset)?;
         log.epoch_cache.flush()?;
-        log.load_producer_state(opts.clean_shutdown, opts.now_ms)?;
+        recovered.retain(|b| log.segments.contains_key(b));
+        log.load_producer_state(opts.clean_shutdown, opts.now_ms, &recovered)?;
         // As Kafka's LogLoader: only a flush advances the recovery point, so a crash right
         // after this open recovers the same segments again.
         log.recovery_point = if opts.clean_shutdown && info.recovered_segments == 0 {
@@ -154,13 +160,16 @@ impl Log {
 /// Recover every segment that needs it: on an unclean open, each from the one holding the
 /// recovery point on; on any open, one whose indexes are missing or fail their sanity check,
 /// or whose offsets overlap the previous one. The first torn or corrupt batch is cut and every
-/// later segment deleted. Leader epochs seen in recovered batches are collected in `epochs`.
+/// later segment deleted. Leader epochs seen in recovered batches are collected in `epochs`,
+/// the recovered segments' bases in `recovered` (their transaction indexes are left empty,
+/// to be rebuilt with the producer state).
 fn recover_segments(
     log: &mut Log,
     opts: &OpenOptions,
     missing_index: &[i64],
     info: &mut RecoveryInfo,
     epochs: &mut Vec<EpochEntry>,
+    recovered: &mut Vec<i64>,
 ) -> Result<()> {
     let bases: Vec<i64> = log.segments.keys().copied().collect();
     // Unclean: everything from the segment holding the recovery point on.
@@ -204,6 +213,7 @@ fn recover_segments(
             })?;
             info.truncated_bytes += truncated;
             cut = truncated > 0;
+            recovered.push(base);
         }
         if i + 1 < bases.len() {
             seg.on_become_inactive()?;
@@ -261,6 +271,7 @@ fn scan_dir(dir: &Path) -> Result<Vec<i64>> {
         } else if let Some(stem) = name
             .strip_suffix(INDEX_SUFFIX)
             .or_else(|| name.strip_suffix(TIME_INDEX_SUFFIX))
+            .or_else(|| name.strip_suffix(TXN_INDEX_SUFFIX))
         {
             if let Some(b) = parse(stem) {
                 index_files.push((b, entry.path()));

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use super::checkpoint::sync_dir;
 use super::config::LogConfig;
 use super::epoch_cache::LeaderEpochCache;
-use super::producer_state::ProducerStateManager;
+use super::producer_state::{AppendOrigin, ProducerStateManager};
+use super::scan::BatchScanner;
 use super::segment::{BatchMeta, Segment, TimestampAndOffset};
+use super::txn_index::AbortedTxn;
 use crate::error::{Error, IoContext, Result};
 use crate::io::FileRegion;
 use crate::record::batch::{
@@ -59,11 +61,15 @@ pub struct LogOffsetMetadata {
     pub relative_position: u64,
 }
 
-/// Result of a read (Kafka's `FetchDataInfo`): whole batches as file regions.
+/// Result of a read (Kafka's `FetchDataInfo`): whole batches as file regions, and for a
+/// read_committed read ([`Log::read_committed`]) the aborted transactions overlapping them.
 #[derive(Debug, Clone)]
 pub struct FetchDataInfo {
     pub fetch_offset_metadata: LogOffsetMetadata,
     pub regions: Vec<FileRegion>,
+    /// `None` unless asked for; then the aborted transactions whose offsets overlap
+    /// `[fetch offset, offset after the last returned batch)`, in marker order.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
 impl FetchDataInfo {
@@ -167,14 +173,22 @@ impl Log {
     /// Batches with a producer id are checked against the producer state first (see
     /// `producer_log.rs`): a retry of one already in the log is not written again and takes
     /// no offset (its original offsets are answered), and a sequence, epoch or transaction
-    /// error fails the whole append before a byte is written.
+    /// error fails the whole append before a byte is written. `origin` is
+    /// [`AppendOrigin::Client`], or [`AppendOrigin::Coordinator`] for a coordinator of this
+    /// broker (its batches carry no sequence: only their producer epoch is checked).
     pub fn append_as_leader(
         &mut self,
         data: &[u8],
         leader_epoch: i32,
         now_ms: i64,
         allow_control: bool,
+        origin: AppendOrigin,
     ) -> Result<LogAppendInfo> {
+        if origin == AppendOrigin::Replication {
+            return Err(Error::InvalidRequest(
+                "a leader append comes from a client or a coordinator; replicated batches go through append_as_follower".into(),
+            ));
+        }
         let batches = self.frame_append(data)?;
         for (_, h) in &batches {
             if h.record_count == 0 {
@@ -193,8 +207,12 @@ impl Log {
                     "a producer batch must use CreateTime; the broker sets LogAppendTime".into(),
                 ));
             }
-            if h.producer_id >= 0 && h.base_sequence < 0 && !h.is_control() {
-                // Kafka's LogValidator.
+            if h.producer_id >= 0
+                && h.base_sequence < 0
+                && !h.is_control()
+                && origin == AppendOrigin::Client
+            {
+                // Kafka's LogValidator (for AppendOrigin.CLIENT).
                 return Err(Error::invalid(format!(
                     "Invalid sequence number {} in record batch with producerId {}",
                     h.base_sequence, h.producer_id
@@ -235,14 +253,18 @@ impl Log {
         // The producer state's verdict, before a byte is written. A batch whose bytes are
         // damaged reads as CORRUPT_MESSAGE rather than as a sequence error: its producer
         // fields may be what is damaged.
-        let producers =
-            match self.analyze_producer_state(data, &batches, log_append_time.then_some(now_ms)) {
-                Ok(p) => p,
-                Err(e) => {
-                    validate()?;
-                    return Err(e);
-                }
-            };
+        let producers = match self.analyze_producer_state(
+            data,
+            &batches,
+            log_append_time.then_some(now_ms),
+            origin,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                validate()?;
+                return Err(e);
+            }
+        };
         let mut headers: Vec<[u8; RECORD_BATCH_OVERHEAD]> = Vec::with_capacity(batches.len());
         let mut metas = Vec::with_capacity(batches.len());
         let mut written: Vec<(usize, usize)> = Vec::with_capacity(batches.len());
@@ -359,10 +381,11 @@ impl Log {
             validate()?;
             self.write(&metas, &iov, max_ts, now_ms)?;
         }
-        self.apply_producer_updates(&producers.updates);
+        let recorded = self.apply_producer_updates(&producers.updates);
         if leader_epoch >= 0 {
             self.epoch_cache.assign(leader_epoch, first)?;
         }
+        recorded?;
         Ok(info)
     }
 
@@ -396,13 +419,14 @@ impl Log {
         let first = batches[0].1.base_offset;
         let producer_updates = Self::follower_producer_updates(data, &batches)?;
         self.write(&metas, &[IoSlice::new(data)], max_ts, now_ms)?;
-        self.apply_producer_updates(&producer_updates);
+        let recorded = self.apply_producer_updates(&producer_updates);
         for (_, h) in &batches {
             if h.partition_leader_epoch >= 0 {
                 self.epoch_cache
                     .assign(h.partition_leader_epoch, h.base_offset)?;
             }
         }
+        recorded?;
         Ok(LogAppendInfo {
             first_offset: first,
             last_offset: expect - 1,
@@ -519,6 +543,21 @@ impl Log {
         max_offset: Option<i64>,
         min_one_batch: bool,
     ) -> Result<FetchDataInfo> {
+        self.read_with_upper_bound(start_offset, max_bytes, max_offset, min_one_batch, false)
+            .map(|(info, _)| info)
+    }
+
+    /// [`Self::read`], and with `upper_bound` the offset after the last batch returned
+    /// (Kafka's `fetchUpperBoundOffset`; `start_offset` when nothing is), which costs a
+    /// header read when the returned bytes end inside a segment.
+    pub(super) fn read_with_upper_bound(
+        &self,
+        start_offset: i64,
+        max_bytes: u64,
+        max_offset: Option<i64>,
+        min_one_batch: bool,
+        upper_bound: bool,
+    ) -> Result<(FetchDataInfo, i64)> {
         if start_offset < self.log_start_offset || start_offset > self.next_offset {
             return Err(Error::OffsetOutOfRange {
                 offset: start_offset,
@@ -531,6 +570,7 @@ impl Log {
         let mut meta = None;
         let mut budget = max_bytes;
         let mut offset = start_offset;
+        let mut next_after = start_offset;
         let (&floor, _) = self
             .segments
             .range(..=start_offset)
@@ -580,8 +620,17 @@ impl Log {
             regions.push(seg.region(pos, end - pos));
             budget = budget.saturating_sub(end - pos);
             if end < seg.size() {
+                if upper_bound {
+                    let mut s =
+                        BatchScanner::new(seg.file(), end, seg.size(), RECORD_BATCH_OVERHEAD);
+                    next_after = match s.next_header() {
+                        Some(r) => r?.1.base_offset,
+                        None => seg_end,
+                    };
+                }
                 break;
             }
+            next_after = seg_end;
             offset = seg_end;
         }
         let meta = meta.unwrap_or_else(|| {
@@ -592,10 +641,14 @@ impl Log {
                 relative_position: a.size(),
             }
         });
-        Ok(FetchDataInfo {
-            fetch_offset_metadata: meta,
-            regions,
-        })
+        Ok((
+            FetchDataInfo {
+                fetch_offset_metadata: meta,
+                regions,
+                aborted_transactions: None,
+            },
+            next_after,
+        ))
     }
 
     /// ListOffsets: the first record with timestamp >= `ts`, or the special
@@ -756,6 +809,9 @@ impl Log {
         }
         self.log_start_offset = offset;
         self.epoch_cache.truncate_from_start(offset)?;
+        // Kafka's onLogStartOffsetIncremented: nothing below the log start is replicated
+        // to anyone any more.
+        self.producer_state.on_high_watermark_updated(offset);
         Ok(true)
     }
 
@@ -770,6 +826,9 @@ impl Log {
         let hw = high_watermark
             .unwrap_or(self.next_offset)
             .min(self.next_offset);
+        if let Some(h) = high_watermark {
+            self.update_high_watermark(h);
+        }
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         let mut total = self.size_in_bytes() as i64;
         let mut doomed = Vec::new();
@@ -807,6 +866,7 @@ impl Log {
             if first > self.log_start_offset {
                 self.log_start_offset = first;
                 self.epoch_cache.truncate_from_start(first)?;
+                self.producer_state.on_high_watermark_updated(first);
             }
         }
         self.recovery_point = self.recovery_point.max(self.log_start_offset);

@@ -5,6 +5,7 @@
 //!     00000000000000000000.log        record batches, exactly as on the wire
 //!     00000000000000000000.index      sparse offset index  (see OffsetIndex)
 //!     00000000000000000000.timeindex  sparse time index    (see TimeIndex)
+//!     00000000000000000000.txnindex   aborted transactions, once there is one (see txn_index)
 //!     00000000000000000100.snapshot   producer state up to an offset (see producer_snapshot)
 //!     leader-epoch-checkpoint         (epoch, start offset) pairs
 //! ```
@@ -20,7 +21,9 @@
 //! `loader` calls first). Producer state is Kafka's `ProducerStateManager`: `producer_state`
 //! (validation, duplicates, expiry, truncation), `producer_snapshot` (the `.snapshot`
 //! files) and `producer_log` (where the log consults and feeds it: appends, roll, close,
-//! loading, truncation, retention).
+//! loading, truncation, retention). Transactions as readers see them: `txn_index` (each
+//! segment's aborted transaction index) and `txn_log` (the first unstable and last stable
+//! offsets, collecting aborted transactions, read_committed reads).
 
 mod checkpoint;
 mod cleanable;
@@ -38,6 +41,8 @@ pub mod producer_state;
 mod scan;
 mod segment;
 mod swap;
+pub mod txn_index;
+mod txn_log;
 
 pub use checkpoint::{read_offset_checkpoint, write_offset_checkpoint, CheckpointEntry};
 pub use cleanable::LogToClean;
@@ -64,3 +69,6 @@ pub use segment::{
     log_file_name, Segment, TimestampAndOffset, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 pub use swap::{CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX};
+pub use txn_index::{
+    AbortedTxn, TransactionIndex, TxnIndexSearchResult, ABORTED_TXN_SIZE, TXN_INDEX_SUFFIX,
+};

@@ -36,6 +36,7 @@ use super::producer_snapshot::{
 };
 use super::producer_state::{AppendOrigin, ProducerBatch, ProducerStateManager, Validation};
 use super::scan::BatchScanner;
+use super::txn_index::AbortedTxn;
 use crate::error::{Error, Result};
 use crate::record::batch::{validate_batch, BatchHeader};
 use crate::record::control::read_end_txn_marker;
@@ -73,9 +74,13 @@ impl ProducerAppend {
     }
 }
 
-fn apply(state: &mut ProducerStateManager, u: &ProducerUpdate) {
+/// Apply one update; an ABORT marker that ended a transaction gives its index entry.
+fn apply(state: &mut ProducerStateManager, u: &ProducerUpdate) -> Option<AbortedTxn> {
     match *u {
-        ProducerUpdate::Data(ref b) => state.update(b),
+        ProducerUpdate::Data(ref b) => {
+            state.update(b);
+            None
+        }
         ProducerUpdate::Marker {
             producer_id,
             producer_epoch,
@@ -85,15 +90,19 @@ fn apply(state: &mut ProducerStateManager, u: &ProducerUpdate) {
             timestamp,
         } => {
             // Recorded as is: a leader validated it before the write.
-            let _ = state.append_end_txn_marker(
-                AppendOrigin::Replication,
-                producer_id,
-                producer_epoch,
-                coordinator_epoch,
-                is_abort,
-                offset,
-                timestamp,
-            );
+            state
+                .append_end_txn_marker(
+                    AppendOrigin::Replication,
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch,
+                    is_abort,
+                    offset,
+                    timestamp,
+                )
+                .ok()
+                .flatten()
+                .and_then(|c| c.aborted_txn())
         }
     }
 }
@@ -136,14 +145,15 @@ impl Log {
     }
 
     /// Validate the producer fields of a leader append's `batches` (Kafka's
-    /// `analyzeAndValidateProducerState` for `AppendOrigin.CLIENT`), assigning offsets from
-    /// the log end as the append will: a duplicate takes none. Pure: the state is untouched.
-    /// Batches without a producer id cost one comparison each.
+    /// `analyzeAndValidateProducerState` for `origin`, a client or a coordinator), assigning
+    /// offsets from the log end as the append will: a duplicate takes none. Pure: the state
+    /// is untouched. Batches without a producer id cost one comparison each.
     pub(super) fn analyze_producer_state(
         &self,
         data: &[u8],
         batches: &[(usize, BatchHeader)],
         log_append_time: Option<i64>,
+        origin: AppendOrigin,
     ) -> Result<ProducerAppend> {
         let with_pid = batches.iter().filter(|(_, h)| h.producer_id >= 0).count();
         if with_pid == 0 {
@@ -187,7 +197,7 @@ impl Log {
                 // The scratch state exists whenever the append holds a control batch.
                 if let Some(s) = scratch.as_mut() {
                     s.append_end_txn_marker(
-                        AppendOrigin::Client,
+                        origin,
                         h.producer_id,
                         h.producer_epoch,
                         marker.coordinator_epoch,
@@ -218,8 +228,8 @@ impl Log {
                 h.is_transactional(),
             );
             let v = match scratch.as_mut() {
-                Some(s) => s.append_as_leader(&b)?,
-                None => self.producer_state.validate(&b)?,
+                Some(s) => s.append_from(origin, &b)?,
+                None => self.producer_state.validate_from(origin, &b)?,
             };
             match v {
                 Validation::Duplicate {
@@ -262,31 +272,57 @@ impl Log {
     }
 
     /// Record an append's updates once its bytes are in the log, and move the state's end to
-    /// the log end (batches without a producer id move nothing else).
-    pub(super) fn apply_producer_updates(&mut self, updates: &[ProducerUpdate]) {
+    /// the log end (batches without a producer id move nothing else). A transaction an ABORT
+    /// marker ended goes into the `.txnindex` of the marker's segment (Kafka's
+    /// `updateTxnIndex`); the state is updated in full even if that write fails.
+    pub(super) fn apply_producer_updates(&mut self, updates: &[ProducerUpdate]) -> Result<()> {
+        let mut result = Ok(());
         for u in updates {
-            apply(&mut self.producer_state, u);
+            if let Some(aborted) = apply(&mut self.producer_state, u) {
+                let appended = self.append_aborted_txn(aborted);
+                if result.is_ok() {
+                    result = appended;
+                }
+            }
         }
         self.producer_state.update_map_end_offset(self.next_offset);
+        result
+    }
+
+    /// Add `aborted` to the transaction index of the segment holding its marker.
+    fn append_aborted_txn(&mut self, aborted: AbortedTxn) -> Result<()> {
+        match self.segments.range_mut(..=aborted.last_offset).next_back() {
+            Some((_, seg)) => seg.txn_index.append(aborted),
+            None => Ok(()),
+        }
     }
 
     /// Replay the batch headers from the state's `map_end_offset` to the log end into the
     /// state (Kafka's `loadProducersFromRecords`), taking a snapshot at each segment base in
-    /// `snapshot_at` the replay passes. Returns whether there was anything to replay.
-    pub(super) fn replay_producer_state(&mut self, snapshot_at: &[i64]) -> Result<bool> {
+    /// `snapshot_at` the replay passes. The segments based at `rebuild_txn_index` (recovered
+    /// ones, whose `.txnindex` was reset) get an entry for each transaction an ABORT marker
+    /// in them ends, as Kafka's `LogSegment.recover` rebuilds it. Returns whether there was
+    /// anything to replay.
+    pub(super) fn replay_producer_state(
+        &mut self,
+        snapshot_at: &[i64],
+        rebuild_txn_index: &[i64],
+    ) -> Result<bool> {
         let from = self.producer_state.map_end_offset();
         let to = self.next_offset;
         if from >= to {
             self.producer_state.update_map_end_offset(to);
             return Ok(false);
         }
-        let state = &mut self.producer_state;
         let first = self
             .segments
             .range(..=from)
             .next_back()
             .map_or(i64::MIN, |(b, _)| *b);
-        for (&base, seg) in self.segments.range(first..) {
+        let bases: Vec<i64> = self.segments.range(first..).map(|(b, _)| *b).collect();
+        for base in bases {
+            let state = &mut self.producer_state;
+            let seg = &self.segments[&base];
             if base > from && snapshot_at.contains(&base) {
                 state.update_map_end_offset(base);
                 state.take_snapshot(&self.dir, base)?;
@@ -299,6 +335,7 @@ impl Log {
             } else {
                 0
             };
+            let mut aborted = Vec::new();
             let mut scanner = BatchScanner::new(seg.file(), start, seg.size(), REPLAY_CHUNK);
             while let Some(r) = scanner.next_header() {
                 let (at, h) = r?;
@@ -310,21 +347,38 @@ impl Log {
                     // A marker the leader wrote is trusted; an unreadable one (never written
                     // by a leader, which checks them) is skipped rather than failing the open.
                     if let Ok(Some(u)) = marker_update(&h, batch, h.base_offset) {
-                        apply(state, &u);
+                        aborted.extend(apply(state, &u));
                     }
                 } else {
                     state.update(&ProducerBatch::from_header(&h));
                 }
             }
+            if rebuild_txn_index.contains(&base) {
+                let seg = self.segments.get_mut(&base).expect("listed");
+                for a in aborted {
+                    seg.txn_index.append(a)?;
+                }
+            }
         }
-        state.update_map_end_offset(to);
+        self.producer_state.update_map_end_offset(to);
         Ok(true)
     }
 
     /// Open: load the producer state (Kafka's `LogLoader` + `rebuildProducerState`). Called
-    /// once the segments are recovered and the log start and end are known.
-    pub(super) fn load_producer_state(&mut self, clean_shutdown: bool, now_ms: i64) -> Result<()> {
+    /// once the segments are recovered and the log start and end are known. The segments
+    /// based at `rebuild_txn_index` (ascending: those recovery re-read) get their `.txnindex`
+    /// rebuilt, so the state is loaded from a snapshot at or below the first of them.
+    pub(super) fn load_producer_state(
+        &mut self,
+        clean_shutdown: bool,
+        now_ms: i64,
+        rebuild_txn_index: &[i64],
+    ) -> Result<()> {
         let (start, end) = (self.log_start_offset, self.next_offset);
+        // Replay must pass every rebuilt segment from its start.
+        let load_below = rebuild_txn_index
+            .first()
+            .map_or(end, |&b| b.clamp(start, end));
         delete_snapshots_after(&self.dir, end)?;
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         remove_stray_snapshots(&self.dir, &bases)?;
@@ -334,7 +388,7 @@ impl Log {
         let loaded = ProducerStateManager::load_latest_snapshot_in(
             &self.dir,
             start,
-            end,
+            load_below,
             now_ms,
             Some(self.config.producer_id_expiration_ms),
         )?;
@@ -344,7 +398,7 @@ impl Log {
                 // A log written before it kept producer state (Kafka's upgrade path): rather
                 // than scan it all, start empty at the second-to-last segment, recording that
                 // in an empty snapshot so a crash does not lead to a full scan either.
-                let from = last_two[0].clamp(start, end);
+                let from = last_two[0].min(load_below).clamp(start, end);
                 let state = ProducerStateManager::from_entries([], from);
                 if from > start {
                     state.take_snapshot(&self.dir, from)?;
@@ -353,7 +407,7 @@ impl Log {
             }
             None => ProducerStateManager::from_entries([], start),
         };
-        if self.replay_producer_state(&last_two)? {
+        if self.replay_producer_state(&last_two, rebuild_txn_index)? {
             self.producer_state.take_snapshot(&self.dir, end)?;
         }
         Ok(())
@@ -377,7 +431,7 @@ impl Log {
             now_ms,
             self.config.producer_id_expiration_ms,
         )?;
-        if self.replay_producer_state(&[])? {
+        if self.replay_producer_state(&[], &[])? {
             self.producer_state.take_snapshot(&self.dir, end)?;
         }
         Ok(())

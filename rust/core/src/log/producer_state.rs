@@ -38,6 +38,18 @@
 //!   bumps its epoch), so neither do we.
 //! - A non-transactional batch while the producer's transaction is open: `INVALID_TXN_STATE`.
 //!
+//! # Transactions and the last stable offset
+//! A producer's first transactional batch opens its transaction (`current_txn_first_offset`,
+//! and an entry in the ordered open transactions, Kafka's `ongoingTxns`); its COMMIT or
+//! ABORT marker ([`ProducerStateManager::append_end_txn_marker`]) closes it and returns a
+//! [`CompletedTxn`] carrying the log's last stable offset at that point, which an aborted
+//! transaction's `.txnindex` entry records. A closed transaction stays *unreplicated*
+//! (Kafka's `unreplicatedTxns`) until the high watermark passes its marker
+//! ([`ProducerStateManager::on_high_watermark_updated`]), so a read_committed reader never
+//! gets past a transaction whose outcome a leader change could still lose. The first
+//! unstable offset is the oldest first offset among open and unreplicated transactions;
+//! the log's last stable offset is the smaller of it and the high watermark.
+//!
 //! # Recovery and truncation
 //! The state is persisted only in snapshots (see `producer_snapshot`), one entry per producer
 //! holding its *last* batch, so after a reload a retry of an older batch is no longer detected
@@ -51,6 +63,7 @@ use std::path::{Path, PathBuf};
 use super::producer_snapshot::{
     delete_snapshot, list_snapshot_files, read_snapshot, snapshot_file, write_snapshot,
 };
+use super::txn_index::AbortedTxn;
 use crate::error::{Error, Result};
 use crate::record::{BatchHeader, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
 
@@ -141,11 +154,14 @@ impl ProducerStateError {
     }
 }
 
-/// Who is appending: a client through the leader (validated), or replication and recovery
-/// (recorded as is; Kafka's `AppendOrigin`).
+/// Who is appending (Kafka's `AppendOrigin`): a client through the leader (every check), a
+/// coordinator of this broker through the leader (the group coordinator's transactional
+/// offset commits, written with sequence -1: the producer epoch and transaction state are
+/// checked, sequences and duplicates are not), or replication and recovery (recorded as is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AppendOrigin {
     Client,
+    Coordinator,
     Replication,
 }
 
@@ -316,13 +332,29 @@ pub enum Validation {
     NotIdempotent,
 }
 
-/// A transaction ended by a marker (Kafka's `CompletedTxn`).
+/// A transaction ended by a marker (Kafka's `CompletedTxn`), with the last stable offset
+/// the log had once its marker was written (Kafka's `lastStableOffset(completedTxn)`: the
+/// first offset of the oldest transaction of another producer still open, else the offset
+/// after the marker), which an aborted transaction's index entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompletedTxn {
     pub producer_id: i64,
     pub first_offset: i64,
     pub last_offset: i64,
     pub is_aborted: bool,
+    pub last_stable_offset: i64,
+}
+
+impl CompletedTxn {
+    /// The aborted transaction index entry of an aborted transaction.
+    pub fn aborted_txn(&self) -> Option<AbortedTxn> {
+        self.is_aborted.then_some(AbortedTxn {
+            producer_id: self.producer_id,
+            first_offset: self.first_offset,
+            last_offset: self.last_offset,
+            last_stable_offset: self.last_stable_offset,
+        })
+    }
 }
 
 /// The producer state of one partition. See the module docs for the contract.
@@ -331,6 +363,12 @@ pub struct ProducerStateManager {
     producers: BTreeMap<i64, ProducerStateEntry>,
     /// The offset up to which (exclusive) the log has been applied to this state.
     map_end_offset: i64,
+    /// Open transactions: first offset -> producer id (Kafka's `ongoingTxns`).
+    ongoing_txns: BTreeMap<i64, i64>,
+    /// Transactions whose marker is written but maybe not yet below the high watermark:
+    /// first offset -> (producer id, marker offset) (Kafka's `unreplicatedTxns`). They hold
+    /// the last stable offset back until [`Self::on_high_watermark_updated`] passes them.
+    unreplicated_txns: BTreeMap<i64, (i64, i64)>,
 }
 
 impl ProducerStateManager {
@@ -338,15 +376,62 @@ impl ProducerStateManager {
         Self::default()
     }
 
-    /// The state as loaded from a snapshot at `offset`.
+    /// The state as loaded from a snapshot at `offset`: the open transactions are those of
+    /// the entries; none is unreplicated.
     pub fn from_entries(
         entries: impl IntoIterator<Item = ProducerStateEntry>,
         offset: i64,
     ) -> Self {
+        let producers: BTreeMap<i64, ProducerStateEntry> =
+            entries.into_iter().map(|e| (e.producer_id, e)).collect();
+        let ongoing_txns = producers
+            .values()
+            .filter_map(|e| e.current_txn_first_offset.map(|f| (f, e.producer_id)))
+            .collect();
         ProducerStateManager {
-            producers: entries.into_iter().map(|e| (e.producer_id, e)).collect(),
+            producers,
             map_end_offset: offset,
+            ongoing_txns,
+            unreplicated_txns: BTreeMap::new(),
         }
+    }
+
+    /// The first offset of the oldest transaction that is open, or whose marker is not
+    /// known to be below the high watermark (Kafka's `firstUnstableOffset`).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let ongoing = self.ongoing_txns.keys().next().copied();
+        let unreplicated = self.unreplicated_txns.keys().next().copied();
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The first unstable offset given the high watermark, without forgetting anything:
+    /// transactions whose marker is below `high_watermark` no longer count.
+    pub fn first_unstable_offset_at(&self, high_watermark: i64) -> Option<i64> {
+        let ongoing = self.ongoing_txns.keys().next().copied();
+        let unreplicated = self
+            .unreplicated_txns
+            .iter()
+            .find(|(_, &(_, last))| last >= high_watermark)
+            .map(|(&first, _)| first);
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The open transactions, oldest first: (first offset, producer id).
+    pub fn ongoing_txns(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing_txns.iter().map(|(&f, &p)| (f, p))
+    }
+
+    /// Forget the completed transactions whose marker is below `high_watermark` (Kafka's
+    /// `onHighWatermarkUpdated`): they no longer hold the last stable offset back.
+    pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
+        self.unreplicated_txns
+            .retain(|_, &mut (_, last)| last >= high_watermark);
     }
 
     pub fn producers(&self) -> &BTreeMap<i64, ProducerStateEntry> {
@@ -381,27 +466,49 @@ impl ProducerStateManager {
                 producers.entry(pid).or_insert_with(|| e.clone());
             }
         }
+        let ongoing_txns = producers
+            .values()
+            .filter_map(|e| e.current_txn_first_offset.map(|f| (f, e.producer_id)))
+            .collect();
         ProducerStateManager {
             producers,
             map_end_offset: self.map_end_offset,
+            ongoing_txns,
+            unreplicated_txns: BTreeMap::new(),
         }
     }
 
     /// Check a batch a client asks the leader to append. Pure: call [`Self::update`] after
     /// the batch is in the log.
     pub fn validate(&self, batch: &ProducerBatch) -> Result<Validation, ProducerStateError> {
+        self.validate_from(AppendOrigin::Client, batch)
+    }
+
+    /// [`Self::validate`] for a batch from `origin`: a coordinator's batch is checked for its
+    /// producer epoch and transaction state only (Kafka checks sequences and duplicates for
+    /// `AppendOrigin.CLIENT` alone); replication is not checked.
+    pub fn validate_from(
+        &self,
+        origin: AppendOrigin,
+        batch: &ProducerBatch,
+    ) -> Result<Validation, ProducerStateError> {
         if batch.producer_id == NO_PRODUCER_ID {
             return Ok(Validation::NotIdempotent);
+        }
+        if origin == AppendOrigin::Replication {
+            return Ok(Validation::Append);
         }
         let Some(entry) = self.producers.get(&batch.producer_id) else {
             // Unknown producer: any sequence is accepted (see the module docs).
             return Ok(Validation::Append);
         };
-        if let Some(dup) = entry.find_duplicate_batch(batch) {
-            return Ok(Validation::Duplicate {
-                first_offset: dup.first_offset(),
-                last_offset: dup.last_offset,
-            });
+        if origin == AppendOrigin::Client {
+            if let Some(dup) = entry.find_duplicate_batch(batch) {
+                return Ok(Validation::Duplicate {
+                    first_offset: dup.first_offset(),
+                    last_offset: dup.last_offset,
+                });
+            }
         }
         let offset = batch.first_offset;
         if batch.producer_epoch < entry.producer_epoch {
@@ -419,16 +526,19 @@ impl ProducerStateManager {
             last_sequence: entry.last_seq(),
             current_epoch: entry.producer_epoch,
         };
-        if batch.producer_epoch != entry.producer_epoch {
-            // A new epoch (KIP-360 bump, or a re-initialised producer) starts at 0, unless the
-            // entry has no epoch at all (only a marker was seen).
-            if batch.base_sequence != 0 && entry.producer_epoch != NO_PRODUCER_EPOCH {
+        // A coordinator writes without sequences.
+        if origin == AppendOrigin::Client {
+            if batch.producer_epoch != entry.producer_epoch {
+                // A new epoch (KIP-360 bump, or a re-initialised producer) starts at 0, unless
+                // the entry has no epoch at all (only a marker was seen).
+                if batch.base_sequence != 0 && entry.producer_epoch != NO_PRODUCER_EPOCH {
+                    return Err(out_of_order());
+                }
+            } else if entry.producer_epoch != NO_PRODUCER_EPOCH
+                && !in_sequence(entry.last_seq(), batch.base_sequence)
+            {
                 return Err(out_of_order());
             }
-        } else if entry.producer_epoch != NO_PRODUCER_EPOCH
-            && !in_sequence(entry.last_seq(), batch.base_sequence)
-        {
-            return Err(out_of_order());
         }
         if let Some(txn_first_offset) = entry.current_txn_first_offset {
             if !batch.is_transactional {
@@ -448,7 +558,16 @@ impl ProducerStateManager {
         &mut self,
         batch: &ProducerBatch,
     ) -> Result<Validation, ProducerStateError> {
-        let v = self.validate(batch)?;
+        self.append_from(AppendOrigin::Client, batch)
+    }
+
+    /// [`Self::append_as_leader`] for a batch from `origin` (see [`Self::validate_from`]).
+    pub fn append_from(
+        &mut self,
+        origin: AppendOrigin,
+        batch: &ProducerBatch,
+    ) -> Result<Validation, ProducerStateError> {
+        let v = self.validate_from(origin, batch)?;
         if v == Validation::Append {
             self.update(batch);
         }
@@ -477,6 +596,8 @@ impl ProducerStateManager {
         );
         if batch.is_transactional && entry.current_txn_first_offset.is_none() {
             entry.current_txn_first_offset = Some(batch.first_offset);
+            self.ongoing_txns
+                .insert(batch.first_offset, batch.producer_id);
         }
     }
 
@@ -513,10 +634,13 @@ impl ProducerStateManager {
         Ok(())
     }
 
-    /// Apply a COMMIT or ABORT marker at `offset` (Kafka's `appendEndTxnMarker`). From a
-    /// client origin (the coordinator's WriteTxnMarkers) the producer and coordinator epochs
-    /// are checked first ([`Self::validate_end_txn_marker`]); from replication they are
-    /// recorded as they are. Returns the completed transaction if one was open.
+    /// Apply a COMMIT or ABORT marker at `offset` (Kafka's `appendEndTxnMarker`, then
+    /// `lastStableOffset(completedTxn)` and `completeTxn`). From a client or coordinator
+    /// origin (the coordinator's WriteTxnMarkers) the producer and coordinator epochs are
+    /// checked first ([`Self::validate_end_txn_marker`]); from replication they are recorded
+    /// as they are. Returns the completed transaction if one was open: it is no longer open,
+    /// and holds the last stable offset back until its marker is below the high watermark
+    /// ([`Self::on_high_watermark_updated`]).
     #[allow(clippy::too_many_arguments)]
     pub fn append_end_txn_marker(
         &mut self,
@@ -528,7 +652,7 @@ impl ProducerStateManager {
         offset: i64,
         timestamp: i64,
     ) -> Result<Option<CompletedTxn>, ProducerStateError> {
-        if origin == AppendOrigin::Client {
+        if origin != AppendOrigin::Replication {
             self.validate_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, offset)?;
         }
         self.map_end_offset = self.map_end_offset.max(offset + 1);
@@ -536,17 +660,33 @@ impl ProducerStateManager {
             .producers
             .entry(producer_id)
             .or_insert_with(|| ProducerStateEntry::empty(producer_id));
-        let completed = entry.current_txn_first_offset.map(|first| CompletedTxn {
-            producer_id,
-            first_offset: first,
-            last_offset: offset,
-            is_aborted: is_abort,
-        });
+        let first_offset = entry.current_txn_first_offset;
         entry.maybe_update_producer_epoch(producer_epoch);
         entry.coordinator_epoch = coordinator_epoch;
         entry.current_txn_first_offset = None;
         entry.last_timestamp = timestamp;
-        Ok(completed)
+        // Only a transaction with data completes: a marker alone changes no offset's
+        // stability and needs no index entry (Kafka's appendEndTxnMarker).
+        let Some(first_offset) = first_offset else {
+            return Ok(None);
+        };
+        // The oldest transaction of another producer still open (at most the second entry:
+        // a producer has one open transaction).
+        let last_stable_offset = self
+            .ongoing_txns
+            .iter()
+            .find(|(_, &pid)| pid != producer_id)
+            .map_or(offset + 1, |(&first, _)| first);
+        self.ongoing_txns.remove(&first_offset);
+        self.unreplicated_txns
+            .insert(first_offset, (producer_id, offset));
+        Ok(Some(CompletedTxn {
+            producer_id,
+            first_offset,
+            last_offset: offset,
+            is_aborted: is_abort,
+            last_stable_offset,
+        }))
     }
 
     /// Forget producers idle for `producer_id_expiration_ms` or longer
@@ -608,6 +748,8 @@ impl ProducerStateManager {
     /// (Kafka's `truncateFullyAndStartAt`, used when a follower truncates its whole log).
     pub fn truncate_fully_and_start_at(&mut self, dir: &Path, offset: i64) -> Result<()> {
         self.producers.clear();
+        self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
         for (_, path) in list_snapshot_files(dir)? {
             delete_snapshot(&path)?;
         }
@@ -640,10 +782,7 @@ impl ProducerStateManager {
         if log_end_offset != self.map_end_offset {
             *self = Self::load_latest_snapshot(dir, now_ms, Some(producer_id_expiration_ms))?
                 .map(|(_, state)| state)
-                .unwrap_or_else(|| ProducerStateManager {
-                    producers: BTreeMap::new(),
-                    map_end_offset: log_start_offset,
-                });
+                .unwrap_or_else(|| ProducerStateManager::from_entries([], log_start_offset));
         } else if self.map_end_offset < log_start_offset {
             self.map_end_offset = log_start_offset;
         }
@@ -703,7 +842,8 @@ mod tests {
                 producer_id: 7,
                 first_offset: 10,
                 last_offset: 13,
-                is_aborted: false
+                is_aborted: false,
+                last_stable_offset: 14,
             })
         );
         let err = s

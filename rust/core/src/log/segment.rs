@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::config::LogConfig;
 use super::index::{OffsetIndex, TimeIndex};
 use super::scan::BatchScanner;
+use super::txn_index::{TransactionIndex, TXN_INDEX_SUFFIX};
 use crate::error::{Error, IoContext, Result};
 use crate::io::FileRegion;
 use crate::record::batch::{parse_records, records_bytes, BatchHeader};
@@ -52,8 +53,8 @@ pub(crate) struct BatchMeta {
     pub size: u64,
 }
 
-/// A segment: the `.log` file of batches starting at `base_offset` plus its `.index` and
-/// `.timeindex`.
+/// A segment: the `.log` file of batches starting at `base_offset` plus its `.index`,
+/// `.timeindex` and (once a transaction in it aborted) `.txnindex`.
 ///
 /// Owned by one [`super::Log`] and only touched under its lock. Appends go to the end of the
 /// file at `size`; a failed write is cut back so the file never keeps a partial batch that
@@ -67,6 +68,7 @@ pub struct Segment {
     size: u64,
     pub(crate) offset_index: OffsetIndex,
     pub(crate) time_index: TimeIndex,
+    pub(crate) txn_index: TransactionIndex,
     index_interval_bytes: u64,
     bytes_since_last_index_entry: u64,
     max_timestamp_so_far: i64,
@@ -89,7 +91,7 @@ impl Segment {
                 ),
             ));
         }
-        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             let _ = fs::remove_file(file_path(dir, base_offset, suffix));
         }
         let mut seg = Self::open(dir, base_offset, config, true)?;
@@ -117,6 +119,8 @@ impl Segment {
             base_offset,
             cap,
         )?;
+        let txn_index =
+            TransactionIndex::open(&file_path(dir, base_offset, TXN_INDEX_SUFFIX), base_offset)?;
         let created_ms = meta
             .modified()
             .ok()
@@ -129,6 +133,7 @@ impl Segment {
             size: meta.len(),
             offset_index,
             time_index,
+            txn_index,
             index_interval_bytes: config.index_interval_bytes,
             bytes_since_last_index_entry: 0,
             max_timestamp_so_far: NO_TIMESTAMP,
@@ -161,6 +166,9 @@ impl Segment {
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
     }
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
     pub fn max_timestamp_so_far(&self) -> i64 {
         self.max_timestamp_so_far
     }
@@ -183,6 +191,7 @@ impl Segment {
     pub fn sanity_check(&self, last_offset: i64) -> Result<()> {
         self.offset_index.sanity_check(self.size)?;
         self.time_index.sanity_check(last_offset)?;
+        self.txn_index.sanity_check(last_offset.saturating_add(1))?;
         if let Some(e) = self.offset_index.last_entry() {
             let mut s = self.scanner(e.position, crate::record::RECORD_BATCH_OVERHEAD);
             match s.next_header() {
@@ -252,6 +261,8 @@ impl Segment {
     ) -> Result<u64> {
         self.offset_index.reset();
         self.time_index.reset();
+        // Rebuilt by the log once the producer state before this segment is known.
+        self.txn_index.reset()?;
         // Room for the rebuilt entries; the caller trims again if the segment is not active.
         self.on_become_active(config)?;
         self.max_timestamp_so_far = NO_TIMESTAMP;
@@ -512,6 +523,7 @@ impl Segment {
         let removed = self.size - pos;
         self.offset_index.truncate_to(offset);
         self.time_index.truncate_to(offset);
+        self.txn_index.truncate_to(offset)?;
         self.file.set_len(pos).ctx("truncating", &self.log_path)?;
         self.size = pos;
         self.bytes_since_last_index_entry = 0;
@@ -542,7 +554,8 @@ impl Segment {
     pub fn flush(&self) -> Result<()> {
         self.file.sync_data().ctx("fsyncing", &self.log_path)?;
         self.offset_index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        self.txn_index.flush()
     }
 
     /// Remove the segment's files. Open [`FileRegion`]s keep reading the unlinked file.
@@ -551,6 +564,7 @@ impl Segment {
             self.log_path.clone(),
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
+            self.txn_index.path().to_path_buf(),
         ];
         drop(self);
         for p in paths {

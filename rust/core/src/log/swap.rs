@@ -5,20 +5,26 @@
 //! names, then swaps it in:
 //!
 //! ```text
-//! 1. write   <base>.log.cleaned  <base>.index.cleaned  <base>.timeindex.cleaned, fsync all
-//! 2. rename  the two indexes, then the log, to .swap; fsync the directory
+//! 1. write   <base>.log.cleaned  <base>.index.cleaned  <base>.timeindex.cleaned
+//!            <base>.txnindex.cleaned (always, even empty), fsync all
+//! 2. rename  the three indexes, then the log, to .swap; fsync the directory
 //!            (<base>.log.swap existing is the commit point)
-//! 3. delete  the old segments' .log, .index and .timeindex files
-//! 4. rename  .index.swap, .timeindex.swap, then .log.swap to their final names; fsync dir
+//! 3. delete  the old segments' .log, .index, .timeindex and .txnindex files
+//! 4. rename  .index.swap, .timeindex.swap, .txnindex.swap, then .log.swap to their final
+//!            names; fsync dir
 //! ```
 //!
 //! Opening a log ([`recover_swaps`], before anything else) finishes or undoes whatever a crash
 //! interrupted: every `.cleaned` file is deleted (the swap never began; the old segments are
-//! whole), every index `.swap` is deleted (indexes are rebuilt from the log), and every
-//! `<base>.log.swap` is completed: the segment files with a base offset in the swap's offset
-//! range `[base, next offset)` are deleted and the swap renamed to `<base>.log`. The cleaner
-//! always keeps a group's last batch (if need be as an empty batch), so a swap's next
-//! offset is exactly the end of the group it replaces: no segment outside it is touched.
+//! whole), every offset or time index `.swap` is deleted (indexes are rebuilt from the log),
+//! and every `<base>.log.swap` is completed: the segment files with a base offset in the
+//! swap's offset range `[base, next offset)` are deleted and the swap renamed to `<base>.log`.
+//! The transaction index cannot be rebuilt from the segment alone, so it is swapped too:
+//! `<base>.txnindex.swap` is renamed into place, and when it is gone (step 4 had renamed it)
+//! `<base>.txnindex` is the new one and is kept; a `.txnindex.swap` without its `.log.swap`
+//! (step 2 interrupted) is deleted. The cleaner always keeps a group's last batch (if need be
+//! as an empty batch), so a swap's next offset is exactly the end of the group it replaces:
+//! no segment outside it is touched.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -30,6 +36,7 @@ use super::config::LogConfig;
 use super::index::{OffsetIndex, TimeIndex};
 use super::scan::BatchScanner;
 use super::segment::{Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::txn_index::{write_txn_index, AbortedTxn, TXN_INDEX_SUFFIX};
 use crate::error::{Error, IoContext, Result};
 use crate::record::NO_TIMESTAMP;
 
@@ -38,7 +45,12 @@ pub const CLEANED_FILE_SUFFIX: &str = ".cleaned";
 /// Suffix of a cleaned segment being swapped in (Kafka's `SwapFileSuffix`).
 pub const SWAP_FILE_SUFFIX: &str = ".swap";
 
-const SEGMENT_SUFFIXES: [&str; 3] = [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX];
+const SEGMENT_SUFFIXES: [&str; 4] = [
+    LOG_SUFFIX,
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+];
 
 fn segment_file(dir: &Path, base_offset: i64, suffix: &str, extra: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}{suffix}{extra}"))
@@ -56,8 +68,9 @@ fn rename(from: &Path, to: &Path) -> Result<()> {
     fs::rename(from, to).ctx(&format!("renaming to {}", to.display()), from)
 }
 
-/// One new segment the cleaner writes (`<base>.log.cleaned` and its two indexes), indexed
-/// the way a [`Segment`] indexes its appends. Until [`CleanedSegment::swap_in`] succeeds,
+/// One new segment the cleaner writes (`<base>.log.cleaned` and its three indexes), indexed
+/// the way a [`Segment`] indexes its appends; its aborted transactions are given by the
+/// cleaner ([`CleanedSegment::append_aborted_txn`]). Until [`CleanedSegment::swap_in`] succeeds,
 /// dropping it deletes its `.cleaned` files.
 #[derive(Debug)]
 pub struct CleanedSegment {
@@ -72,6 +85,7 @@ pub struct CleanedSegment {
     max_timestamp_so_far: i64,
     offset_of_max_timestamp_so_far: i64,
     next_offset: i64,
+    aborted_txns: Vec<AbortedTxn>,
     swapped: bool,
 }
 
@@ -99,6 +113,7 @@ impl CleanedSegment {
             max_timestamp_so_far: NO_TIMESTAMP,
             offset_of_max_timestamp_so_far: base_offset,
             next_offset: base_offset,
+            aborted_txns: Vec::new(),
             swapped: false,
         };
         // From here on, a failure drops `seg`, which deletes whatever was created.
@@ -177,6 +192,12 @@ impl CleanedSegment {
         Ok(())
     }
 
+    /// Record an aborted transaction whose marker this segment keeps (its `.txnindex`
+    /// entry, in marker order).
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) {
+        self.aborted_txns.push(txn);
+    }
+
     /// Write the final time-index entry, trim the indexes, give the log file `modified` as
     /// its mtime (the old segments' last, as Kafka does, since time-based retention of a
     /// segment without timestamps reads it), and fsync all three files.
@@ -215,7 +236,10 @@ impl CleanedSegment {
                 .and_then(|f| f.sync_all())
                 .ctx("fsyncing", &p)?;
         }
-        Ok(())
+        write_txn_index(
+            &self.path(TXN_INDEX_SUFFIX, CLEANED_FILE_SUFFIX),
+            &self.aborted_txns,
+        )
     }
 
     /// Swap this finished segment in for `old` (steps 2-4 of the module docs) and open it.
@@ -227,9 +251,9 @@ impl CleanedSegment {
                 "a cleaned segment must be finished before it is swapped in".into(),
             ));
         }
-        let [log_s, idx_s, tidx_s] = SEGMENT_SUFFIXES;
+        let [log_s, idx_s, tidx_s, txn_s] = SEGMENT_SUFFIXES;
         // Indexes first, the log last: `.log.swap` existing marks the swap as committed.
-        for s in [idx_s, tidx_s, log_s] {
+        for s in [idx_s, tidx_s, txn_s, log_s] {
             rename(
                 &self.path(s, CLEANED_FILE_SUFFIX),
                 &self.path(s, SWAP_FILE_SUFFIX),
@@ -242,11 +266,12 @@ impl CleanedSegment {
                 seg.log_path(),
                 seg.offset_index().path(),
                 seg.time_index().path(),
+                seg.txn_index().path(),
             ] {
                 remove_if_exists(p)?;
             }
         }
-        for s in [idx_s, tidx_s, log_s] {
+        for s in [idx_s, tidx_s, txn_s, log_s] {
             rename(&self.path(s, SWAP_FILE_SUFFIX), &self.path(s, ""))?;
         }
         sync_dir(&self.dir)?;
@@ -273,6 +298,7 @@ impl Drop for CleanedSegment {
 /// docs). Runs before the segments are listed. Returns the number of swaps completed.
 pub fn recover_swaps(dir: &Path) -> Result<usize> {
     let mut swaps = Vec::new();
+    let mut txn_swaps = Vec::new();
     let mut segment_files = Vec::new();
     for entry in fs::read_dir(dir).ctx("listing", dir)? {
         let entry = entry.ctx("listing", dir)?;
@@ -283,11 +309,18 @@ pub fn recover_swaps(dir: &Path) -> Result<usize> {
         } else if let Some(stem) = name.strip_suffix(SWAP_FILE_SUFFIX) {
             match parse_segment_name(stem) {
                 Some((base, LOG_SUFFIX)) => swaps.push(base),
-                // Index swaps are rebuilt from the log rather than trusted.
+                Some((base, TXN_INDEX_SUFFIX)) => txn_swaps.push((base, entry.path())),
+                // Offset and time index swaps are rebuilt from the log rather than trusted.
                 _ => remove_if_exists(&entry.path())?,
             }
-        } else if let Some((base, _)) = parse_segment_name(name) {
-            segment_files.push((base, entry.path()));
+        } else if let Some((base, suffix)) = parse_segment_name(name) {
+            segment_files.push((base, suffix, entry.path()));
+        }
+    }
+    // A transaction index swap whose log swap never came: the swap did not commit.
+    for (base, path) in &txn_swaps {
+        if !swaps.contains(base) {
+            remove_if_exists(path)?;
         }
     }
     if swaps.is_empty() {
@@ -297,10 +330,16 @@ pub fn recover_swaps(dir: &Path) -> Result<usize> {
     for &base in &swaps {
         let swap = segment_file(dir, base, LOG_SUFFIX, SWAP_FILE_SUFFIX);
         let next = next_offset_of(&swap, base)?.max(base + 1);
-        for (b, p) in &segment_files {
-            if (base..next).contains(b) {
+        let txn_swap = txn_swaps.iter().find(|(b, _)| *b == base).map(|(_, p)| p);
+        for (b, suffix, p) in &segment_files {
+            // Without its swap file, `<base>.txnindex` is the swap's, already in place.
+            let new_txn_index = *b == base && *suffix == TXN_INDEX_SUFFIX && txn_swap.is_none();
+            if (base..next).contains(b) && !new_txn_index {
                 remove_if_exists(p)?;
             }
+        }
+        if let Some(p) = txn_swap {
+            rename(p, &segment_file(dir, base, TXN_INDEX_SUFFIX, ""))?;
         }
         rename(&swap, &segment_file(dir, base, LOG_SUFFIX, ""))?;
     }
@@ -308,7 +347,8 @@ pub fn recover_swaps(dir: &Path) -> Result<usize> {
     Ok(swaps.len())
 }
 
-/// `(base offset, suffix)` of a segment file name `<20 digits><.log|.index|.timeindex>`.
+/// `(base offset, suffix)` of a segment file name
+/// `<20 digits><.log|.index|.timeindex|.txnindex>`.
 fn parse_segment_name(name: &str) -> Option<(i64, &'static str)> {
     SEGMENT_SUFFIXES.iter().find_map(|&s| {
         let stem = name.strip_suffix(s)?;

@@ -7,6 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{
     EpochEntry, FetchDataInfo, Log, LogAppendInfo, LogConfig, OpenOptions, RecoveryInfo,
 };
@@ -111,7 +112,7 @@ pub fn batch_size(n: usize) -> u64 {
 /// Append one `n`-record batch at the log end as leader in epoch 0.
 pub fn append(log: &mut Log, n: usize) -> LogAppendInfo {
     let first = log.log_end_offset();
-    log.append_as_leader(&batch(first, n), 0, NOW, false)
+    log.append_as_leader(&batch(first, n), 0, NOW, false, AppendOrigin::Client)
         .unwrap()
 }
 
@@ -122,6 +123,7 @@ pub fn append_ts(log: &mut Log, n: usize, ts: i64) -> LogAppendInfo {
         0,
         NOW,
         false,
+        AppendOrigin::Client,
     )
     .unwrap()
 }
@@ -359,7 +361,8 @@ pub fn build_log(
     for k in 0..(segments * 3 + tail_batches) as i64 {
         let data = batch_with(3 * k, 3, &ts_of, Compression::None, 'v');
         assert_eq!(data.len() as u64, s);
-        log.append_as_leader(&data, 0, NOW, false).unwrap();
+        log.append_as_leader(&data, 0, NOW, false, AppendOrigin::Client)
+            .unwrap();
     }
     let want: Vec<i64> = (0..segments as i64 + (tail_batches > 0) as i64)
         .map(|i| 9 * i)

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use crate::common::{config, NOW};
+use rillet_core::log::AppendOrigin;
 use rillet_core::log::{CleanerConfig, FetchDataInfo, Log, LogConfig};
 use rillet_core::record::batch::decode_batches;
 use rillet_core::record::{BatchBuilder, Compression};
@@ -60,7 +61,13 @@ pub fn append_keyed(
         .map(|(k, v)| (Some(k.as_str()), v.as_deref()))
         .collect();
     let info = log
-        .append_as_leader(&keyed_batch(0, &refs, ts, c), 0, NOW, false)
+        .append_as_leader(
+            &keyed_batch(0, &refs, ts, c),
+            0,
+            NOW,
+            false,
+            AppendOrigin::Client,
+        )
         .unwrap();
     recs.iter()
         .enumerate()
