@@ -41,7 +41,7 @@ from rillet.client.consumer import (
 )
 from rillet.client.futures import FutureRecordMetadata, RecordMetadata
 from rillet.client.producer import Producer
-from rillet.types import OffsetAndMetadata, TopicPartition
+from rillet.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 KafkaProducer = Producer
 KafkaConsumer = Consumer
@@ -66,6 +66,7 @@ __all__ = [
     "LogConfig",
     "NewPartitions",
     "NewTopic",
+    "ConsumerGroupMetadata",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "Producer",

@@ -72,6 +72,14 @@ def test_sink_options() -> None:
         parse_sink_options({**BOOT, "kafka.acks": "1"})
     with pytest.raises(RilletOptionError, match="'bogus'"):
         parse_sink_options({**BOOT, "bogus": "1"})
+    assert opts.transactional_id_prefix is None
+    txn = parse_sink_options(
+        {**BOOT, "rillet.transactional.id.prefix": " job-7 ", "kafka.transaction.timeout.ms": "9"}
+    )
+    assert txn.transactional_id_prefix == "job-7"
+    assert txn.producer_configs == (("transaction.timeout.ms", "9"),)
+    with pytest.raises(RilletOptionError, match="transactional.id.prefix"):
+        parse_sink_options({**BOOT, "rillet.transactional.id.prefix": " "})
 
 
 def test_split_ranges_reaches_min_partitions_and_covers_every_offset() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import uuid
+from collections.abc import Sequence
 
 from rillet.client.admin import AdminClient
 from rillet.config import ConfigKey, load_properties, parse_value
@@ -78,3 +79,11 @@ def admin_client(bootstrap_server: str, config_file: str | None) -> AdminClient:
             configs[k] = parse_value(ConfigKey(k, _ADMIN_CONFIG_TYPES[k], None, ""), v)
     configs["bootstrap.servers"] = bootstrap_server
     return AdminClient(configs)
+
+
+def print_table(rows: Sequence[Sequence[object]]) -> None:
+    """Rows as left-aligned columns a space apart, the first row the header (Kafka's tools'
+    ``prettyPrintTable``)."""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(" ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())

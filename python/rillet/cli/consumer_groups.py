@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from rillet.cli.common import add_admin_config, add_bootstrap, admin_client
+from rillet.cli.common import add_admin_config, add_bootstrap, admin_client, print_table
 from rillet.client.admin import AdminClient
 from rillet.client.consumer import Consumer
 from rillet.client.group_admin import GroupDescription
@@ -95,12 +95,6 @@ def _consumer(admin: AdminClient) -> Consumer:
     return Consumer(bootstrap_servers=admin.config["bootstrap_servers"])
 
 
-def _table(rows: Sequence[Sequence[object]]) -> None:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print(" ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-
-
 # -- --list ----------------------------------------------------------------------------------
 
 
@@ -125,7 +119,7 @@ def _list(admin: AdminClient, args: argparse.Namespace) -> int:
         if args.type is not None:
             row.append(g.type.capitalize())
         rows.append(row)
-    _table(rows)
+    print_table(rows)
     return 0
 
 
@@ -158,7 +152,7 @@ def _describe(admin: AdminClient, args: argparse.Namespace, groups: list[str]) -
             status = 1
             continue
         if args.state is not None:
-            _table([
+            print_table([
                 ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                 [d.group_id, f"{brokers.get(d.coordinator, '?')} ({d.coordinator})",
                  d.assignor or "", d.state, len(d.members)],
@@ -189,7 +183,7 @@ def _describe_members(d: GroupDescription, verbose: bool) -> None:
             )
             row += [m.member_epoch, text or "-"]
         rows.append(row)
-    _table(rows)
+    print_table(rows)
 
 
 def _describe_offsets(
@@ -214,7 +208,7 @@ def _describe_offsets(
             "-" if lag is None else max(lag, 0),
             m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-",
         ])  # fmt: skip
-    _table(rows)
+    print_table(rows)
 
 
 # -- --reset-offsets -------------------------------------------------------------------------
@@ -331,7 +325,7 @@ def _reset(admin: AdminClient, args: argparse.Namespace, groups: list[str]) -> i
         print()
         rows: list[list[object]] = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
         rows += [[d.group_id, tp.topic, tp.partition, o] for tp, o in sorted(targets.items())]
-        _table(rows)
+        print_table(rows)
     return 0
 
 
@@ -373,5 +367,5 @@ def _delete_offsets(admin: AdminClient, args: argparse.Namespace, groups: list[s
     rows: list[list[object]] = [["TOPIC", "PARTITION", "STATUS"]]
     for tp, err in sorted(results.items()):
         rows.append([tp.topic, tp.partition, "Successful" if err is None else f"Error: {err}"])
-    _table(rows)
+    print_table(rows)
     return 1 if failed else 0

@@ -21,6 +21,7 @@ from rillet.cli import (
     server,
     storage,
     topics,
+    transactions,
 )
 from rillet.errors import KafkaError
 from rillet.tuning import tune_malloc
@@ -40,6 +41,7 @@ SUBCOMMANDS = {
     "server": server,
     "storage": storage,
     "topics": topics,
+    "transactions": transactions,
 }
 
 

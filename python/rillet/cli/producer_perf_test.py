@@ -56,6 +56,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--producer.config", dest="producer_config", help="producer config file")
     p.add_argument("--bootstrap-server", help="a broker (else bootstrap.servers in the props)")
     p.add_argument("--print-metrics", action="store_true", help="print producer figures at end")
+    p.add_argument(
+        "--transactional-id",
+        default="performance-producer-default-transactional-id",
+        help="the transactional id when --transaction-duration-ms is given",
+    )
+    p.add_argument(
+        "--transaction-duration-ms",
+        type=int,
+        default=0,
+        help="produce in transactions, committing one every this many ms (0: no transactions)",
+    )
     p.add_argument("--json", help="also write the summary as JSON to this file")
     add_zookeeper(p)
 
@@ -206,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
     if args.num_records < 0:
         raise SystemExit("Error: --num-records must not be negative")
     configs = producer_configs(args)
+    if args.transaction_duration_ms > 0:
+        configs.setdefault("transactional.id", args.transactional_id)
+    elif args.transaction_duration_ms < 0:
+        raise SystemExit("Error: --transaction-duration-ms must not be negative")
     values = payloads(args)
     rng = random.Random(1)
     producer = Producer(configs)
@@ -248,6 +263,14 @@ def _send_all(
     last: ProduceRequestResult | None = None
     batch = _Batch()
     throttle = throttler.throttle if args.throughput > 0 else None
+    # Kafka's ProducerPerformance: with --transaction-duration-ms, one transaction at a time,
+    # committed once it has been open that long (and at the end).
+    txn_s = args.transaction_duration_ms / 1000
+    txn_started = 0.0
+    if txn_s > 0:
+        producer.init_transactions()
+        producer.begin_transaction()
+        txn_started = clock()
     for i in range(args.num_records):
         value = single if single is not None else values[rng.randrange(len(values))]
         now = clock()
@@ -265,6 +288,13 @@ def _send_all(
             stats.maybe_print_window(now)
         if throttle is not None:
             throttle(i + 1, now)
+        if txn_s > 0 and now - txn_started >= txn_s:
+            producer.commit_transaction()
+            producer.begin_transaction()
+            txn_started = clock()
+            last = None
+    if txn_s > 0:
+        producer.commit_transaction()
     producer.flush()
     out = stats.summary(clock())
     out["errors"] = len(errors)

@@ -13,9 +13,16 @@ from rillet.broker.apis import LogDirDescription
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.group_admin import ConsumerGroupAdmin
+from rillet.client.txn_admin import TransactionAdmin
 from rillet.controller.elections import ElectionType
 from rillet.controller.reassignment import OngoingReassignment
-from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
+from rillet.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from rillet.protocol import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc, quorum_pb2
 from rillet.protocol.admin import (
     describe_log_dirs_request_to_pb,
@@ -101,9 +108,9 @@ def _raise(results: Mapping[str, KafkaError | None]) -> None:
         raise type(first)("; ".join(f"{k}: {e}" for k, e in errors.items()))
 
 
-class AdminClient(ConsumerGroupAdmin):
-    """Administer topics, partitions, configs and consumer groups. Errors raise Kafka's
-    error classes; with several failures the message names each resource."""
+class AdminClient(ConsumerGroupAdmin, TransactionAdmin):
+    """Administer topics, partitions, configs, consumer groups and transactions. Errors raise
+    Kafka's error classes; with several failures the message names each resource."""
 
     DEFAULT_CONFIG: Mapping[str, Any] = {
         "bootstrap_servers": "localhost:9092",
@@ -144,6 +151,19 @@ class AdminClient(ConsumerGroupAdmin):
                 self._servers.append(self._servers.pop(0))
                 self.close()
         raise KafkaTimeoutError(f"no bootstrap server answered: {', '.join(self._servers)}")
+
+    def _leader_address(self, tp: TopicPartition) -> tuple[int, str]:
+        """The partition's leader (node id, address); NOT_LEADER_OR_FOLLOWER while it has
+        none, UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""
+        (topic,) = self.describe_topics([tp.topic])
+        found = [p for p in topic.partitions if p.partition == tp.partition]
+        if not found:
+            raise UnknownTopicOrPartitionError(f"This server does not host {tp}.")
+        leader = found[0].leader
+        address = self._brokers().get(leader)
+        if address is None:
+            raise NotLeaderOrFollowerError(f"{tp} has no live leader (leader: {leader})")
+        return leader, address
 
     def close(self) -> None:
         if self._channel is not None:

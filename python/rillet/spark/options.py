@@ -92,6 +92,9 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None = None
     producer_configs: tuple[tuple[str, str], ...] = ()
+    # Exactly-once writes: each task writes in a transaction of
+    # ``<prefix>-<partition id>``, committed by the driver when Spark commits the job.
+    transactional_id_prefix: str | None = None
 
 
 _BOOTSTRAP = ("kafka.bootstrap.servers", "rillet.bootstrap.servers")
@@ -147,6 +150,7 @@ _SINK_PRODUCER_CONFIGS = frozenset(
         "retry.backoff.ms",
         "max.block.ms",
         "client.id",
+        "transaction.timeout.ms",
     }
 )
 
@@ -364,8 +368,8 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     opts = _lower(options)
     producer: list[tuple[str, str]] = []
     for key, value in opts.items():
-        if key in (*_BOOTSTRAP, "topic", "checkpointlocation"):  # Spark passes the last on
-            continue
+        if key in (*_BOOTSTRAP, "topic", "checkpointlocation", _TXN_PREFIX):
+            continue  # (Spark passes checkpointLocation on)
         if key.startswith("kafka."):
             name = key.removeprefix("kafka.")
             if name in _SINK_PRODUCER_CONFIGS:
@@ -377,8 +381,15 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise _error("topic", "must not be empty")
+    prefix = opts.get(_TXN_PREFIX)
+    if prefix is not None and not prefix.strip():
+        raise _error("rillet.transactional.id.prefix", "must not be empty")
     return SinkOptions(
         bootstrap_servers=_bootstrap(opts),
         topic=topic.strip() if topic is not None else None,
         producer_configs=tuple(sorted(producer)),
+        transactional_id_prefix=prefix.strip() if prefix is not None else None,
     )
+
+
+_TXN_PREFIX = "rillet.transactional.id.prefix"

@@ -8,10 +8,19 @@ columns are ignored. Each Spark task sends its rows with its own producer (acks=
 and fails with a message naming the topic and the first error if any record was not
 acknowledged, so Spark retries the task (records acknowledged before the failure are written
 again by the retry: at-least-once, as with Kafka).
+
+With the option ``rillet.transactional.id.prefix`` the write is exactly once (for
+read_committed readers): each task writes in a transaction of its own transactional id,
+``<prefix>-<partition id>``, which it leaves open, and Spark's commit on the driver commits
+every task's transaction (its abort aborts them). A retried task attempt takes the same
+transactional id, which fences the failed attempt and aborts its transaction. Speculative
+execution must stay off (``spark.speculation``, off by default): two attempts of one task
+would fence each other.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +41,7 @@ from pyspark.sql.types import (
 )
 
 from rillet.client.producer import Producer
+from rillet.client.producer.transactions import end_transaction
 from rillet.spark.options import RilletOptionError, SinkOptions
 
 __all__ = ["RilletBatchWriter", "RilletStreamWriter", "check_sink_schema"]
@@ -80,6 +90,10 @@ _HEADERS = "array<struct<key:string,value:binary>>"
 @dataclass
 class SinkCommitMessage(WriterCommitMessage):
     records: int
+    # A transactional write: the task's open transaction, for the driver to end.
+    transactional_id: str | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 def _bytes(v: Any) -> bytes | None:
@@ -97,7 +111,14 @@ class _TaskProducer:
         self.opts = opts
         configs: dict[str, Any] = {"bootstrap.servers": opts.bootstrap_servers, "acks": "all"}
         configs.update(dict(opts.producer_configs))
+        self.transactional_id: str | None = None
+        if opts.transactional_id_prefix is not None:
+            self.transactional_id = f"{opts.transactional_id_prefix}-{_partition_id()}"
+            configs["transactional.id"] = self.transactional_id
         self.producer = Producer(configs)
+        if self.transactional_id is not None:
+            self.producer.init_transactions()
+            self.producer.begin_transaction()
         self.sent = 0
         self.failed = 0
         self.first_error: BaseException | None = None
@@ -140,10 +161,42 @@ class _TaskProducer:
                 f"rillet sink: {self.failed} of {self.sent} records were not acknowledged "
                 f"(acks=all); the first error: {self.first_error!r}"
             ) from self.first_error
-        return SinkCommitMessage(self.sent)
+        ids = self.producer.producer_id_and_epoch
+        if self.transactional_id is None or ids is None:
+            return SinkCommitMessage(self.sent)
+        # The transaction stays open: the driver commits it with the job.
+        return SinkCommitMessage(self.sent, self.transactional_id, *ids)
 
     def abort(self) -> None:
+        if self.transactional_id is not None:
+            # If this fails, the coordinator aborts it at transaction.timeout.ms anyway.
+            with contextlib.suppress(Exception):
+                self.producer.abort_transaction()
         self.producer.close(0)
+
+
+def _partition_id() -> int:
+    """This task's partition of the write (the same for every attempt of the task)."""
+    from pyspark import TaskContext  # only inside a Spark task
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def end_transactions(
+    opts: SinkOptions, messages: list[WriterCommitMessage | None], committed: bool
+) -> None:
+    """The driver's half of a transactional write: commit (or abort) every task's
+    transaction."""
+    for m in messages:
+        if isinstance(m, SinkCommitMessage) and m.transactional_id is not None:
+            end_transaction(
+                opts.bootstrap_servers,
+                m.transactional_id,
+                m.producer_id,
+                m.producer_epoch,
+                committed,
+            )
 
 
 def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> SinkCommitMessage:
@@ -192,6 +245,12 @@ class RilletBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return _write_arrow(self.opts, iterator)
 
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(self.opts, messages, committed=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(self.opts, messages, committed=False)
+
 
 class RilletStreamWriter(DataSourceStreamWriter):
     """Each micro-batch's rows are sent and acknowledged before Spark commits the batch
@@ -205,7 +264,7 @@ class RilletStreamWriter(DataSourceStreamWriter):
         return _write_rows(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        end_transactions(self.opts, messages, committed=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        end_transactions(self.opts, messages, committed=False)

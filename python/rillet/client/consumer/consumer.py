@@ -32,7 +32,7 @@ from rillet.client.consumer.member_base import CommitCallback, GroupMemberBase
 from rillet.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState
 from rillet.errors import IllegalStateError, InvalidConfigurationError, KafkaError
 from rillet.protocol import fetch_pb2
-from rillet.types import OffsetAndMetadata, TopicPartition
+from rillet.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
@@ -408,6 +408,14 @@ class Consumer:
                 "group.id in the consumer configuration."
             )
         return self._group
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation (or member epoch), member id and instance id,
+        for a transactional producer's ``send_offsets_to_transaction`` (Kafka's
+        ``groupMetadata()``)."""
+        member = self._member()
+        member_id, epoch, instance_id = member.identity()
+        return ConsumerGroupMetadata(member.group_id, epoch, member_id, instance_id)
 
     def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None

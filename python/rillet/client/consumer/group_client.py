@@ -1,4 +1,5 @@
-"""The consumer's line to its group coordinator (Kafka's CoordinatorRequestManager): finds
+"""The consumer's line to its group coordinator (Kafka's CoordinatorRequestManager), and a
+transactional producer's to its transaction coordinator (``key_type`` 1): finds
 the coordinator with FindCoordinator through any broker, sends every group request to it, and
 forgets it when it answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE or cannot be reached,
 so that the next request finds it again. Thread safe: the heartbeat thread and the
@@ -35,9 +36,12 @@ class GroupClient:
         group_id: str,
         request_timeout_ms: int,
         client_id: str = "",
+        key_type: int = COORDINATOR_GROUP,
     ) -> None:
         self.cluster = cluster
+        # The group id, or a transactional id with key_type 1 (TRANSACTION).
         self.group_id = group_id
+        self.key_type = key_type
         # Sent with every request: the coordinator shows it as the member's CLIENT-ID.
         self.metadata = (("client-id", client_id),)
         self.timeout_s = request_timeout_ms / 1000
@@ -60,7 +64,7 @@ class GroupClient:
             if self._coordinator is not None:
                 return self._coordinator
         request = group_pb2.FindCoordinatorRequest(
-            key_type=COORDINATOR_GROUP, coordinator_keys=[self.group_id]
+            key_type=self.key_type, coordinator_keys=[self.group_id]
         )
         last: Exception | None = None
         for address in [*self.cluster.brokers().values(), *self.cluster.bootstrap]:

@@ -78,6 +78,10 @@ class GroupMemberBase(ABC):
     def close(self, autocommit: bool, timeout_s: float) -> None:
         """Commit (when asked), revoke, leave the group, stop the background thread."""
 
+    def identity(self) -> tuple[str, int, str | None]:
+        """(member id, member epoch or generation, group instance id) as of now."""
+        return self._identity()
+
     # -- for subclasses ----------------------------------------------------------------------
 
     @abstractmethod

@@ -39,6 +39,9 @@ class IdempotentState:
     # Some batch's sequence can no longer be followed: bump the epoch once nothing is in
     # flight.
     bump_needed: bool = False
+    # A transactional producer's epoch moves only through its coordinator (InitProducerId
+    # after an abort), never by the sender alone.
+    transactional: bool = False
 
     @property
     def has_id(self) -> bool:

@@ -32,7 +32,9 @@ from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.futures import FutureRecordMetadata, ProduceRequestResult
 from rillet.client.producer.idempotence import IdempotentState
 from rillet.client.producer.sender import Sender
+from rillet.client.producer.transactions import TransactionManager
 from rillet.errors import (
+    IllegalStateError,
     InvalidConfigurationError,
     KafkaError,
     KafkaTimeoutError,
@@ -40,7 +42,7 @@ from rillet.errors import (
 )
 from rillet.protocol.gen.v1 import transaction_pb2_grpc
 from rillet.protocol.transaction import init_producer_id_request, read_init_producer_id_response
-from rillet.types import TopicPartition
+from rillet.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Producer"]
 
@@ -94,6 +96,8 @@ class Producer:
         "interceptors": (),
         "enable_idempotence": True,
         "max_in_flight_requests_per_connection": 5,
+        "transactional_id": None,
+        "transaction_timeout_ms": 60000,
     }
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -108,7 +112,16 @@ class Producer:
                 "Invalid value for configuration max.in.flight.requests.per.connection: "
                 "must be at least 1"
             )
-        self._idempotent = _idempotence(c, acks, _given(configs, kwargs, "enable_idempotence"))
+        transactional_id = c["transactional_id"]
+        if transactional_id is not None and not c["enable_idempotence"]:
+            raise InvalidConfigurationError(
+                "Cannot set a transactional.id without also enabling idempotence."
+            )
+        self._idempotent = _idempotence(
+            c,
+            acks,
+            transactional_id is not None or _given(configs, kwargs, "enable_idempotence"),
+        )
         self._max_request_size = int(c["max_request_size"])
         self._key_serializer = self._serializer(c["key_serializer"], "key_serializer")
         self._value_serializer = self._serializer(c["value_serializer"], "value_serializer")
@@ -143,6 +156,19 @@ class Producer:
         self._cluster = ClusterMetadata(
             parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
         )
+        self._txn = (
+            None
+            if transactional_id is None
+            else TransactionManager(
+                self._cluster,
+                str(transactional_id),
+                int(c["transaction_timeout_ms"]),
+                int(c["request_timeout_ms"]),
+                int(c["retry_backoff_ms"]),
+                int(c["max_block_ms"]),
+                str(c["client_id"]),
+            )
+        )
         self._sender = Sender(
             c,
             acks,
@@ -151,8 +177,9 @@ class Producer:
             self._lock,
             self._wake,
             self._interceptors,
-            IdempotentState() if self._idempotent else None,
-            self._init_producer_id if self._idempotent else None,
+            IdempotentState(transactional=self._txn is not None) if self._idempotent else None,
+            self._init_producer_id if self._idempotent and self._txn is None else None,
+            self._txn,
         )
         self._closed = False
         self._sender_thread = threading.Thread(
@@ -218,6 +245,8 @@ class Producer:
             raise KafkaError("the producer is closed")
         if self._sender.fatal is not None:
             raise self._sender.fatal
+        if self._txn is not None:
+            self._txn.check_send()
         if self._python_steps:
             topic, value, key, headers, partition, timestamp_ms = self._before_send(
                 topic, value, key, headers, partition, timestamp_ms
@@ -290,17 +319,20 @@ class Producer:
             self._sender.flushing += 1
             self._wake.notify()
         try:
-            while True:
-                with self._lock:
-                    if self._sender.idle():
-                        return
-                    self._wake.notify()
-                if deadline is not None and time.monotonic() > deadline:
-                    raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
-                time.sleep(0.001)
+            self._wait_until_idle(timeout, deadline)
         finally:
             with self._lock:
                 self._sender.flushing -= 1
+
+    def _wait_until_idle(self, timeout: float | None, deadline: float | None = None) -> None:
+        while True:
+            with self._lock:
+                if self._sender.idle():
+                    return
+                self._wake.notify()
+            if deadline is not None and time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+            time.sleep(0.001)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds), stop the sender and release connections."""
@@ -318,6 +350,82 @@ class Producer:
                     -1, -1, -1, KafkaError("the producer was closed before the record was sent")
                 )
             self._cluster.close()
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError(
+                "Transactional method invoked on a non-transactional producer: set "
+                "transactional_id."
+            )
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Get this transactional id's producer id and a new epoch from its coordinator,
+        fencing older producers with the same id (their open transaction is aborted).
+        Call once, before the first transaction."""
+        txn = self._transactions()
+        pid, epoch = txn.init()
+        self._sender.set_producer(pid, epoch)
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int] | None:
+        """The producer id and epoch a transactional producer got from init_transactions
+        (None before), for a two-phase write that ends the transaction elsewhere
+        (:func:`~rillet.client.producer.transactions.end_transaction`)."""
+        txn = self._txn
+        if txn is None or txn.producer_id < 0:
+            return None
+        return txn.producer_id, txn.producer_epoch
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is sent until commit or abort is in it."""
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        consumer_group_id: str | ConsumerGroupMetadata,
+    ) -> None:
+        """Commit a consumer group's ``offsets`` as part of the transaction (for
+        consume-transform-produce): they count only if the transaction commits. Pass
+        ``consumer.group_metadata()`` so a zombie member is fenced (KIP-447), or a group id."""
+        group = (
+            consumer_group_id
+            if isinstance(consumer_group_id, ConsumerGroupMetadata)
+            else ConsumerGroupMetadata(str(consumer_group_id))
+        )
+        normalized = {
+            tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+            for tp, o in offsets.items()
+        }
+        self._transactions().send_offsets(normalized, group)
+
+    def commit_transaction(self) -> None:
+        """Send everything of the transaction, then commit it. Raises the error of a send
+        that failed (then only :meth:`abort_transaction` is possible)."""
+        txn = self._transactions()
+        self.flush()
+        txn.end(committed=True)
+
+    def abort_transaction(self) -> None:
+        """Drop what is not sent yet, wait for what is in flight, and abort: a
+        read_committed consumer never sees the transaction's records."""
+        txn = self._transactions()
+        aborted = KafkaError(
+            f"TransactionalId {txn.transactional_id}: the transaction was aborted before the "
+            "record was sent"
+        )
+        for result in self._accumulator.abort_all():
+            result.complete(-1, -1, -1, aborted)
+        self._wait_until_idle(None)
+        txn.end(committed=False)
+        if self._sender.bump_needed():
+            # A sequence can no longer be followed: bump the epoch through the coordinator
+            # (KIP-360) and start every partition's sequences again.
+            pid, epoch = txn.init(bump_from=(txn.producer_id, txn.producer_epoch))
+            self._sender.set_producer(pid, epoch)
 
     def _init_producer_id(self) -> tuple[int, int]:
         """A producer id and epoch from InitProducerId, asked of any broker (on the sender

@@ -33,6 +33,7 @@ from rillet._core import ClosedBatch, RecordAccumulator, encode_produce_request
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.futures import ProduceRequestResult
 from rillet.client.producer.idempotence import IdempotentState
+from rillet.client.producer.transactions import TransactionManager
 from rillet.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -85,6 +86,7 @@ class Sender:
         interceptors: list[Any],
         idempotence: IdempotentState | None,
         init_producer_id: Callable[[], tuple[int, int]] | None,
+        transactions: TransactionManager | None = None,
     ) -> None:
         self.config = config
         self._acks = acks
@@ -95,6 +97,7 @@ class Sender:
         self._interceptors = interceptors
         self._idem = idempotence
         self._init_producer_id = init_producer_id
+        self._txn = transactions
         self._max_request_size = int(config["max_request_size"])
         self._memory_freed = threading.Condition(threading.Lock())
         self.retries: list[InFlightBatch] = []
@@ -152,7 +155,13 @@ class Sender:
             if self._idem is not None and not self._idem.has_id:
                 if self.closed:
                     return
-                self._get_producer_id()
+                if self._init_producer_id is None:
+                    # Transactional: init_transactions() sets the id; nothing can be sent
+                    # before it.
+                    with self._lock:
+                        self._wake.wait(0.1)
+                else:
+                    self._get_producer_id()
                 continue
             with self._lock:
                 if self.closed:
@@ -161,7 +170,11 @@ class Sender:
                 if self._in_flight_requests >= max_in_flight:
                     self._wake.wait(0.1)
                     continue
-                if self._idem is not None and self._idem.bump_needed:
+                if (
+                    self._idem is not None
+                    and self._idem.bump_needed
+                    and not self._idem.transactional
+                ):
                     if self._in_flight_requests:
                         self._wake.wait(0.1)
                         continue
@@ -226,6 +239,8 @@ class Sender:
                 self._fail(b, err)
             if broken:
                 self._done_with([b for b, _ in broken], request=False)
+            if self._txn is not None and batches:
+                batches = self._add_to_transaction(batches)
             try:
                 self._send(batches)
             except Exception as e:  # never let the sender thread die
@@ -284,7 +299,7 @@ class Sender:
             return
         with self._lock:
             self._idem.set_id(producer_id, epoch)
-            self._accumulator.set_producer(producer_id, epoch)
+            self._accumulator.set_producer(producer_id, epoch, self._idem.transactional)
             self._restamp_retries()
 
     def _bump_epoch(self) -> bool:
@@ -311,6 +326,33 @@ class Sender:
             if b.records is not None:
                 b.base_sequence = self._accumulator.reserve_sequence(b.slot, b.count)
                 b.records = b.records.restamp(pid, epoch, b.base_sequence)
+
+    def set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """A transactional producer's id and epoch from its coordinator (init_transactions,
+        or the bump after an abort): sequences start again at 0."""
+        assert self._idem is not None
+        with self._lock:
+            self._idem.set_id(producer_id, producer_epoch)
+            self._accumulator.set_producer(producer_id, producer_epoch, self._idem.transactional)
+            self._restamp_retries()
+            self._wake.notify()
+
+    def bump_needed(self) -> bool:
+        with self._lock:
+            return self._idem is not None and self._idem.bump_needed
+
+    def _add_to_transaction(self, batches: list[InFlightBatch]) -> list[InFlightBatch]:
+        """Add the batches' partitions that are new to the transaction before sending them
+        (AddPartitionsToTxn); batches whose partition could not be added fail with why."""
+        assert self._txn is not None
+        err = self._txn.add_partitions({b.tp for b in batches})
+        if err is None:
+            return batches
+        failed = [b for b in batches if b.tp not in self._txn.partitions]
+        for b in failed:
+            self._fail(b, err)
+        self._done_with(failed, request=False)
+        return [b for b in batches if b.tp in self._txn.partitions]
 
     def _set_fatal(self, err: KafkaError) -> None:
         _log.error("the idempotent producer cannot get a producer id: %s", err)
@@ -457,6 +499,8 @@ class Sender:
         if self._idem is not None and b.base_sequence >= 0:
             with self._lock:
                 self._idem.on_failed()
+        if self._txn is not None:
+            self._txn.fail(err)
         b.result.complete(-1, -1, -1, err)
         for interceptor in self._interceptors:
             on_ack = getattr(interceptor, "on_acknowledgement", None)
