@@ -41,6 +41,7 @@ from rillet.protocol import (
     quorum_pb2_grpc,
 )
 from rillet.protocol.errors import error_from_wire, error_to_wire
+from rillet.protocol.gen.v1 import transaction_pb2
 
 ROOT = Path(__file__).resolve().parents[3]
 ErrorCode = common_pb2.ErrorCode
@@ -53,6 +54,7 @@ FILES = [
     quorum_pb2,
     controller_pb2,
     metadata_records_pb2,
+    transaction_pb2,
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -683,6 +685,16 @@ SERVICES = {
         "ElectLeaders",
         "AlterPartitionReassignments",
         "DescribeQuorum",
+    ],
+    "rillet.v1.TransactionService": [
+        "InitProducerId",
+        "AddPartitionsToTxn",
+        "AddOffsetsToTxn",
+        "EndTxn",
+        "WriteTxnMarkers",
+        "DescribeTransactions",
+        "ListTransactions",
+        "DescribeProducers",
     ],
     "rillet.v1.QuorumService": [
         "Vote",
