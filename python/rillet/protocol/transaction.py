@@ -468,7 +468,7 @@ def describe_producers_response(
                 producer_id=e.producer_id,
                 producer_epoch=e.producer_epoch,
                 last_sequence=e.last_sequence,
-                last_timestamp_ms=e.last_timestamp,
+                last_timestamp=e.last_timestamp,
                 coordinator_epoch=e.coordinator_epoch,
                 current_txn_start_offset=-1 if start is None else start,
             )

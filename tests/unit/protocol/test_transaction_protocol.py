@@ -139,6 +139,6 @@ def test_describe_producers_response() -> None:
     )
     (topic,) = response.topics
     (p,) = topic.partitions[0].active_producers
-    assert (p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp_ms) == (5, 1, 0, 42)
+    assert (p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp) == (5, 1, 0, 42)
     assert (p.coordinator_epoch, p.current_txn_start_offset) == (-1, 0)
     assert topic.partitions[1].error_code == errors.NotLeaderOrFollowerError.code

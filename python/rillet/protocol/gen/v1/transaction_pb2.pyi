@@ -828,13 +828,13 @@ class DescribeProducersResponse(_message.Message):
         PRODUCER_ID_FIELD_NUMBER: _builtins.int
         PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
         LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
-        LAST_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+        LAST_TIMESTAMP_FIELD_NUMBER: _builtins.int
         COORDINATOR_EPOCH_FIELD_NUMBER: _builtins.int
         CURRENT_TXN_START_OFFSET_FIELD_NUMBER: _builtins.int
         producer_id: _builtins.int
         producer_epoch: _builtins.int
         last_sequence: _builtins.int
-        last_timestamp_ms: _builtins.int
+        last_timestamp: _builtins.int
         coordinator_epoch: _builtins.int
         current_txn_start_offset: _builtins.int
         """The first offset of the producer's ongoing transaction; -1 when none."""
@@ -844,13 +844,13 @@ class DescribeProducersResponse(_message.Message):
             producer_id: _builtins.int = ...,
             producer_epoch: _builtins.int = ...,
             last_sequence: _builtins.int = ...,
-            last_timestamp_ms: _builtins.int = ...,
+            last_timestamp: _builtins.int = ...,
             coordinator_epoch: _builtins.int = ...,
             current_txn_start_offset: _builtins.int = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["coordinator_epoch", b"coordinator_epoch", "current_txn_start_offset", b"current_txn_start_offset", "last_sequence", b"last_sequence", "last_timestamp_ms", b"last_timestamp_ms", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["coordinator_epoch", b"coordinator_epoch", "current_txn_start_offset", b"current_txn_start_offset", "last_sequence", b"last_sequence", "last_timestamp", b"last_timestamp", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
