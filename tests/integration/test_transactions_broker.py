@@ -396,3 +396,29 @@ def test_unknown_coordinator_key_types_are_refused(client: Client) -> None:
     (found,) = client.groups.FindCoordinator(request, timeout=10).coordinators
     assert error_name(found.error_code) == "InvalidRequestError"
     assert isinstance(error_for_code(found.error_code)(""), KafkaError)
+
+
+def test_offsets_in_a_transaction_end_with_the_group_coordinators_marker(client: Client) -> None:
+    request = group_pb2.FindCoordinatorRequest(key_type=0, coordinator_keys=["g-1"])
+    retrying(
+        lambda: client.groups.FindCoordinator(request, timeout=10).coordinators,
+        lambda cs: cs[0].error_code == 0,
+    )
+    pid, epoch = begin(client, "offsets-1", "t", 0)
+    offsets = transaction_pb2.AddOffsetsToTxnRequest(
+        transactional_id="offsets-1", producer_id=pid, producer_epoch=epoch, group_id="g-1"
+    )
+    added = retrying(
+        lambda: client.txn.AddOffsetsToTxn(offsets, timeout=10),
+        lambda r: error_name(r.error_code) not in _RETRIABLE,
+    )
+    assert error_name(added.error_code) == "NONE", added.error_message
+    described = client.describe("offsets-1")
+    (offsets_topic,) = [t for t in described.topics if t.name == "__consumer_offsets"]
+    assert client.end("offsets-1", pid, epoch, committed=True) == "NONE"
+    done = retrying(
+        lambda: client.describe("offsets-1"), lambda s: s.transaction_state == "CompleteCommit"
+    )
+    assert done.transaction_state == "CompleteCommit"
+    (partition,) = offsets_topic.partitions
+    assert markers_of(client, "__consumer_offsets", partition, pid) == [("COMMIT", epoch)]

@@ -24,9 +24,9 @@ INVALID_TOPIC_EXCEPTION for a bad name, NOT_LEADER_OR_FOLLOWER elsewhere than th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from rillet import errors
 from rillet._core import ProducerStateEntry
@@ -39,13 +39,24 @@ from rillet.metadata.topic_names import validate_topic_name
 from rillet.scheduler import Clock
 from rillet.types import TopicPartition
 
-__all__ = ["OFFSETS_TOPIC", "DescribedProducers", "TxnMarkerWriter"]
+__all__ = ["OFFSETS_TOPIC", "CompletesTransactions", "DescribedProducers", "TxnMarkerWriter"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-# GroupCoordinator.complete_transaction(tp, producer_id, producer_epoch, coordinator_epoch,
-# committed): the error to answer, or None once the marker is written.
-CompleteTransaction = Callable[[TopicPartition, int, int, int, bool], Awaitable[KafkaError | None]]
+
+class CompletesTransactions(Protocol):
+    """The group coordinator's part (``GroupCoordinator.complete_transaction``): the error
+    to answer, or None once the marker is written and applied."""
+
+    async def complete_transaction(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+    ) -> KafkaError | None: ...
+
 
 _NOT_READY = (
     errors.CoordinatorNotAvailableError,
@@ -63,15 +74,15 @@ class DescribedProducers:
 
 
 class TxnMarkerWriter:
-    """See the module doc. ``groups`` is the broker's group coordinator (anything with
-    ``complete_transaction``), ``guards`` the verification guards of the produce path."""
+    """See the module doc. ``groups`` is the broker's group coordinator, ``guards`` the
+    verification guards of the produce path."""
 
     def __init__(
         self,
         replicas: ReplicaManager,
         clock: Clock,
         *,
-        groups: Any = None,
+        groups: CompletesTransactions | None = None,
         guards: VerificationGuards | None = None,
         timeout_ms: int = 30_000,
     ) -> None:
@@ -79,8 +90,7 @@ class TxnMarkerWriter:
         self.clock = clock
         self.guards = guards
         self.timeout_ms = timeout_ms
-        complete = getattr(groups, "complete_transaction", None)
-        self.complete_transaction: CompleteTransaction | None = complete
+        self.groups = groups
 
     async def write_txn_markers(self, markers: Sequence[TxnMarkerEntry]) -> list[MarkerErrors]:
         """Every entry's answer, in order, once each partition is answered."""
@@ -127,12 +137,10 @@ class TxnMarkerWriter:
     async def _complete_offsets(
         self, tp: TopicPartition, marker: TxnMarkerEntry
     ) -> KafkaError | None:
-        if self.complete_transaction is None:
-            return errors.UnknownServerError(
-                f"{tp}: the group coordinator cannot complete transactions yet"
-            )
+        if self.groups is None:
+            return errors.UnknownServerError(f"{tp}: this broker runs no group coordinator")
         try:
-            err = await self.complete_transaction(
+            err = await self.groups.complete_transaction(
                 tp,
                 marker.producer_id,
                 marker.producer_epoch,
