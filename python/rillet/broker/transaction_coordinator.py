@@ -184,7 +184,13 @@ class TransactionCoordinator:
         log = self.log_manager.get_log(*tp)
         assert log is not None
         started = self.clock()
-        records = await asyncio.to_thread(_read_records, log)
+        try:
+            records = await asyncio.to_thread(_read_records, log)
+        except Exception:
+            # Not left loading forever: the next metadata change tries again.
+            _log.exception("could not read %s", tp)
+            self._loading.pop(index, None)
+            return
         self._loading.pop(index, None)
         p = self.replicas.partitions.get(tp)
         if p is None or not p.is_leader or p.leader_epoch != leader_epoch or self._closed:
@@ -446,7 +452,10 @@ class TransactionCoordinator:
         operation: Callable[[TransactionCoordinatorShard, int], CoordinatorResult[R]],
         on_error: Callable[[KafkaError], R],
     ) -> R:
-        """Run one operation on ``transactional_id``'s shard; its response once committed."""
+        """Run one operation on ``transactional_id``'s shard; its response once committed.
+        An empty id is INVALID_REQUEST wherever it is sent (Kafka checks it first)."""
+        if not transactional_id:
+            return on_error(errors.InvalidRequestError("the transactional id must not be empty"))
         found = self._shard_for(transactional_id)
         if isinstance(found, KafkaError):
             return on_error(found)

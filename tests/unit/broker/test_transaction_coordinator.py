@@ -306,6 +306,8 @@ async def test_request_checks(world: TxnWorld) -> None:
         await init(world, timeout_ms=900_001)
     with pytest.raises(errors.InvalidRequestError):
         await init(world, tid="")
+    empty = await world.coordinator.end_txn(EndTxnRequest("", pid, epoch, True))
+    assert isinstance(empty.error, errors.InvalidRequestError)
 
 
 async def test_describe_and_list_transactions(world: TxnWorld) -> None:
