@@ -1,5 +1,6 @@
 """The clients of the group coordinator's simulation (:mod:`groups`): KIP-848 consumers and
-classic consumers as Kafka 4's clients behave, each one process of a member.
+classic consumers as Kafka 4's clients behave, each one process of a member, and
+transactional producers that commit a group's offsets inside their transactions.
 
 Clients behave as Kafka's: one heartbeat in flight, a full heartbeat after any failure, a
 revocation acknowledged at once, offsets committed from what they own (on revocation too),
@@ -11,7 +12,7 @@ fenced it later). A process's requests die with it (its connection closes).
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rillet.coordinator import group as g
@@ -25,6 +26,9 @@ TOPIC_IDS = {"foo": uuid.UUID(int=0xF00), "bar": uuid.UUID(int=0xBA2)}
 NAMES = {v: k for k, v in TOPIC_IDS.items()}
 TP = tuple[str, int]
 TICK_MS = 50  # how often a member acts
+ETL_GROUP = "etl"  # the transactional producers' group
+MARKER_RID = -1  # the "request id" of a marker's answer, which comes without the network
+MARKER_RETRY_MS = 1_000  # the transaction coordinator sends an unanswered marker again
 
 
 class Client:
@@ -330,3 +334,129 @@ class ClassicMember(Client):
         if self.member_id and self.instance_id is None:
             request = g.LeaveGroupRequest(self.group, (g.MemberIdentity(self.member_id),))
             self.send("leave", request)
+
+
+@dataclass(frozen=True)
+class MarkerAck:
+    """The group coordinator's answer to a marker (WriteTxnMarkers): ``txn`` and ``attempt``
+    of the marker it answers, None once the marker is committed."""
+
+    txn: int
+    attempt: int
+    error: KafkaError | None = None
+
+
+class TxnProducer(Client):
+    """A transactional producer, and the transaction coordinator's side of its transactions,
+    committing offsets of group ``etl`` (no members: generation -1).
+
+    Transaction n commits offset n for each of the producer's partitions (those foo
+    partitions p with p % count == index), then ends: COMMIT if every partition's
+    TxnOffsetCommit succeeded (and a coin says so), else ABORT. The transaction coordinator
+    writes the marker to the group's partition until it is answered; only then does the
+    next transaction begin (Kafka's PrepareCommit before CompleteCommit). A transaction whose
+    TxnOffsetCommit went unanswered (it may still arrive), or that the coordinator times out
+    (the "fence" fault), is aborted with the producer's next epoch, so that the late request
+    is a zombie the log refuses (KIP-890's epoch bump).
+    """
+
+    def __init__(self, sim: GroupSimulation, index: int, count: int):
+        super().__init__(sim, f"p{index}", ETL_GROUP, None)
+        self.index = index
+        self.producer_id = 5_000 + index
+        self.epoch = 0
+        foo = sim.options.foo_partitions
+        self.partitions: tuple[TP, ...] = tuple(
+            ("foo", p) for p in range(foo) if p % count == index
+        )
+        self.txn = 0  # the current (or last) transaction
+        self.phase = "idle"  # -> committing -> ending -> idle
+        self.marker: tuple[int, bool] = (0, False)  # (epoch, committed) while ending
+        self.marker_attempt = 0
+        self.marker_sent_at = 0
+        self.next_txn = sim.now
+        self.next_fetch = sim.now
+        self.fetch_stable = False
+        self.fetched: dict[TP, int] = {}  # the last offset each partition was fetched at
+        self.commits_since_heal = 0
+
+    def tick(self) -> None:
+        now = self.sim.now
+        if "txn_commit" in self.expire_requests() and self.phase == "committing":
+            self.end(committed=False, fence=True)
+        if self.phase == "ending" and now - self.marker_sent_at >= MARKER_RETRY_MS:
+            self.send_marker()
+        if self.phase == "idle" and now >= self.next_txn:
+            self.begin()
+        if not self.busy("fetch") and now >= self.next_fetch:
+            self.next_fetch = now + 300
+            self.fetch_stable = self.sim.rng.random() < 0.5
+            topics = (g.TopicPartitionIndexes("foo", tuple(p for _, p in self.partitions)),)
+            request = g.OffsetFetchRequest(ETL_GROUP, topics, require_stable=self.fetch_stable)
+            self.send("fetch", request)
+
+    def begin(self) -> None:
+        self.txn += 1
+        self.phase = "committing"
+        partitions = tuple(g.OffsetCommitRequestPartition(p, self.txn) for _, p in self.partitions)
+        request = g.TxnOffsetCommitRequest(
+            f"txn-{self.index}",
+            ETL_GROUP,
+            self.producer_id,
+            self.epoch,
+            (g.OffsetCommitRequestTopic("foo", partitions),),
+        )
+        self.send("txn_commit", request)
+
+    def end(self, committed: bool, fence: bool) -> None:
+        """The transaction coordinator decides; with ``fence``, in the producer's next epoch
+        (a request of the old one still on its way is a zombie's)."""
+        if fence:
+            self.epoch += 1
+            self.inflight = {r: v for r, v in self.inflight.items() if v[0] != "txn_commit"}
+        self.sim.invariants.on_decided(self, self.txn, committed)
+        self.sim.log(
+            f"{self.name} {'commits' if committed else 'aborts'} txn {self.txn} "
+            f"(epoch {self.epoch})"
+        )
+        self.phase, self.marker = "ending", (self.epoch, committed)
+        self.send_marker()
+
+    def send_marker(self) -> None:
+        self.marker_attempt += 1
+        self.marker_sent_at = self.sim.now
+        delay = self.sim.rng.randint(1, self.sim.options.max_delay_ms)
+        self.sim.push(self.sim.now + delay, "marker", (self, self.txn, self.marker_attempt))
+
+    def on_marker_ack(self, ack: MarkerAck) -> None:
+        if self.phase != "ending" or ack.txn != self.txn:
+            return
+        if ack.error is not None:
+            if ack.attempt == self.marker_attempt:
+                self.send_marker()
+            return
+        self.phase = "idle"
+        self.next_txn = self.sim.now + self.sim.rng.randint(20, 400)
+        if self.marker[1]:
+            self.commits_since_heal += 1
+
+    def on_response(self, kind: str, sent_at: int, response: Any) -> None:
+        if kind == "fetch":
+            self.sim.invariants.on_etl_fetch(self, response, self.fetch_stable)
+            return
+        if kind != "txn_commit" or self.phase != "committing":
+            return
+        errors = {
+            (t.name, p.partition_index): p.error for t in response.topics for p in t.partitions
+        }
+        ok = set(errors) == set(self.partitions) and all(e is None for e in errors.values())
+        self.end(committed=ok and self.sim.rng.random() < 0.8, fence=False)
+
+    def fence(self) -> None:
+        """The transaction coordinator times the transaction out (or the producer restarts)
+        while its TxnOffsetCommit is on its way."""
+        if self.phase == "committing":
+            self.end(committed=False, fence=True)
+
+    def leave(self) -> None:
+        pass

@@ -16,13 +16,26 @@ fetched before a new partition is consumed, and a member that heard no good answ
 request sent within a session timeout gives its partitions up (the coordinator can only have
 fenced it later). A process's requests die with it (its connection closes).
 
+Transactional producers (:class:`~group_clients.TxnProducer`) commit the offsets of group
+``etl`` inside transactions, ended by markers the transaction coordinator writes through
+``complete_transaction``; a TxnOffsetCommit is written as a transactional batch of its
+producer and a marker as a control batch, and the log refuses either for an older producer
+epoch than it has seen (Kafka's producer state; the driver then calls ``result.undo()``).
+The "fence" fault aborts a producer's transaction with its next epoch while its
+TxnOffsetCommit is on its way, so that the request, when it lands, is a zombie's.
+
 Invariants after every event (:class:`GroupInvariants`): no partition owned by two live
 members of a group (by the members' own views); a KIP-848 member owns only what the
 coordinator counts as its (assigned or pending revocation); the epochs a member is told, and
-the generations it syncs, never go back; committed offsets never go back; and whenever
-nothing is uncommitted, a shard rebuilt from the committed records matches the live one.
-After the faults stop, every subscribed partition must be owned by exactly one live member
-and both groups be Stable (liveness).
+the generations it syncs, never go back; committed offsets never go back (a transaction's
+count when its COMMIT marker is committed); an offset of a transaction not decided COMMIT is
+never visible, neither in the shard's committed offsets nor in an OffsetFetch answer, which
+answers UNSTABLE_OFFSET_COMMIT only when asked for stable offsets; and whenever nothing is
+uncommitted, a shard rebuilt from the committed records (pending offsets included) matches
+the live one. After the faults stop, every subscribed partition must be owned by exactly one
+live member, both groups be Stable, every producer have committed a transaction since, with
+none open, and group ``etl`` hold the offsets of each producer's last committed one
+(liveness).
 """
 
 from __future__ import annotations
@@ -38,6 +51,8 @@ from typing import Any, NamedTuple
 from group_clients import (
     CLASSIC_GROUP,
     CONSUMER_GROUP,
+    ETL_GROUP,
+    MARKER_RID,
     NAMES,
     TICK_MS,
     TOPIC_IDS,
@@ -45,14 +60,21 @@ from group_clients import (
     ClassicMember,
     Client,
     ConsumerMember,
+    MarkerAck,
+    TxnProducer,
 )
 
 from rillet.coordinator import group as g
 from rillet.coordinator.group.consumer_group import ConsumerGroup
 from rillet.coordinator.group.records import OffsetCommitKey, OffsetCommitValue
-from rillet.errors import NotCoordinatorError
+from rillet.coordinator.group.txn_offsets import error_txn_commit_response
+from rillet.errors import InvalidProducerEpochError, NotCoordinatorError
 
 Delivery = tuple[str, int, Any]  # client name, request id, response
+# One entry of the partition: ("r", key, value, producer id, epoch) for a record, of a
+# transactional batch when the producer id is not -1; ("m", producer id, epoch, committed)
+# for a COMMIT or ABORT marker.
+Entry = tuple[Any, ...]
 
 
 class InvariantViolation(AssertionError):
@@ -76,6 +98,7 @@ class GroupSimOptions:
     fault_interval_ms: int = 1_500
     fault_phase_ms: int = 15_000
     liveness_ms: int = 40_000
+    txn_producers: int = 2
 
     @classmethod
     def for_seed(cls, seed: int) -> GroupSimOptions:
@@ -90,6 +113,7 @@ class GroupSimOptions:
             drop_rate=r.choice([0.0, 0.02, 0.1]),
             append_ms=r.choice([(1, 5), (1, 40)]),
             fault_interval_ms=r.choice([600, 1_500, 3_000]),
+            txn_producers=r.randint(1, 2),
         )
 
     def coordinator_config(self) -> g.GroupCoordinatorConfig:
@@ -116,8 +140,11 @@ class Coordinator:
     def __init__(self) -> None:
         self.shard: g.GroupCoordinatorShard | None = None
         self.incarnation = 0
-        self.committed: list[tuple[bytes, bytes | None]] = []
-        self.pending: deque[tuple[tuple[g.CoordinatorRecord, ...], list[Delivery]]] = deque()
+        self.committed: list[Entry] = []
+        self.pending: deque[tuple[list[Entry], list[Delivery]]] = deque()
+        # The latest producer epoch the partition's log has seen, uncommitted entries
+        # included (the log's producer state, which refuses older epochs).
+        self.log_epochs: dict[int, int] = {}
         self.ready_at = 0
         self.tick_at: int | None = None
 
@@ -128,6 +155,10 @@ class GroupInvariants:
     def __init__(self, sim: GroupSimulation) -> None:
         self.sim = sim
         self.offsets: dict[tuple[str, str, int], int] = {}
+        # Transactional offsets committed to the log, by producer, until their marker.
+        self.pending: dict[int, dict[tuple[str, str, int], int]] = {}
+        # Each transaction's decision: (producer index, transaction) -> COMMIT or not.
+        self.decisions: dict[tuple[int, int], bool] = {}
 
     def fail(self, message: str) -> None:
         raise InvariantViolation(f"t={self.sim.now}ms: {message}")
@@ -137,18 +168,82 @@ class GroupInvariants:
             self.fail(f"{member.name} was told epoch {epoch} after {member.best_epoch}")
         member.best_epoch = epoch
 
-    def on_committed(self, records: tuple[g.CoordinatorRecord, ...]) -> None:
-        for record in records:
+    def on_committed(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry[0] == "m":
+                _, producer_id, _, committed = entry
+                for key, offset in self.pending.pop(producer_id, {}).items():
+                    if committed:
+                        self.on_offset(key, offset)
+                continue
+            record = g.decode_record(entry[1], entry[2])
             if not isinstance(record.key, OffsetCommitKey):
                 continue
             key = (record.key.group, record.key.topic, record.key.partition)
             if not isinstance(record.value, OffsetCommitValue):
                 self.offsets.pop(key, None)  # a tombstone: deleted, may start over
-                continue
-            before = self.offsets.get(key, -1)
-            if record.value.offset < before:
-                self.fail(f"committed offset of {key} went back {before} -> {record.value.offset}")
-            self.offsets[key] = record.value.offset
+                for offsets in self.pending.values():
+                    offsets.pop(key, None)
+            elif entry[3] >= 0:
+                self.pending.setdefault(entry[3], {})[key] = record.value.offset
+            else:
+                self.on_offset(key, record.value.offset)
+
+    def on_offset(self, key: tuple[str, str, int], offset: int) -> None:
+        before = self.offsets.get(key, -1)
+        if offset < before:
+            self.fail(f"committed offset of {key} went back {before} -> {offset}")
+        self.offsets[key] = offset
+
+    def check_offsets(self, shard: g.GroupCoordinatorShard) -> None:
+        """With nothing uncommitted, the shard's committed offsets are the log's, as this
+        model reads it (a transaction's at its COMMIT marker). Groups here never mix plain and
+        transactional commits, so Kafka's rule for a plain commit written between a
+        transaction's record and its marker does not arise."""
+        theirs = {
+            (gid, t, p): o.committed_offset
+            for gid, topics in shard.state.offsets.items()
+            for t, ps in topics.items()
+            for p, o in ps.items()
+        }
+        if theirs != self.offsets:
+            diff = sorted(set(theirs.items()) ^ set(self.offsets.items()))
+            self.fail(f"the committed offsets are not the log's: {diff[:6]}")
+
+    def on_decided(self, producer: TxnProducer, txn: int, committed: bool) -> None:
+        if (producer.index, txn) in self.decisions:
+            self.fail(f"{producer.name} decided transaction {txn} twice")
+        self.decisions[(producer.index, txn)] = committed
+
+    def committed_txn(self, partition: int, offset: int) -> bool:
+        """Whether ``offset`` of etl's foo-``partition`` is a transaction decided COMMIT."""
+        owner = partition % self.sim.options.txn_producers
+        return self.decisions.get((owner, offset), False)
+
+    def on_etl_fetch(
+        self, producer: TxnProducer, response: g.OffsetFetchResponse, stable: bool
+    ) -> None:
+        """An OffsetFetch answer about etl: never a pending offset, never one that goes back;
+        UNSTABLE_OFFSET_COMMIT only when stable offsets were asked for."""
+        if response.error is not None:
+            return
+        for t in response.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                if p.error is not None:
+                    if p.error.name != "UNSTABLE_OFFSET_COMMIT" or not stable:
+                        self.fail(f"{producer.name} fetched {tp}: {p.error.name}")
+                    continue
+                if p.committed_offset < 0:
+                    continue
+                if not self.committed_txn(p.partition_index, p.committed_offset):
+                    self.fail(
+                        f"{producer.name} fetched {tp} at {p.committed_offset}, an offset of a "
+                        "transaction not committed"
+                    )
+                if p.committed_offset < producer.fetched.get(tp, -1):
+                    self.fail(f"{tp} of etl went back to {p.committed_offset}")
+                producer.fetched[tp] = p.committed_offset
 
     def check(self) -> None:
         for group in (CONSUMER_GROUP, CLASSIC_GROUP):
@@ -169,6 +264,14 @@ class GroupInvariants:
             if not c.owned <= theirs:
                 extra = sorted(c.owned - theirs)
                 self.fail(f"{c.name} owns {extra} the coordinator does not count as its")
+        etl = {} if shard is None else shard.state.offsets.get(ETL_GROUP, {})
+        for topic, partitions in etl.items():
+            for partition, o in partitions.items():
+                if not self.committed_txn(partition, o.committed_offset):
+                    self.fail(
+                        f"etl's {topic}-{partition} is at {o.committed_offset}, an offset of a "
+                        "transaction not committed"
+                    )
 
 
 class GroupSimulation:
@@ -195,6 +298,7 @@ class GroupSimulation:
         self.replica = self._new_shard()  # never loaded: replays every committed record
         self.invariants = GroupInvariants(self)
         self.clients: list[Client] = []
+        self.producers: list[TxnProducer] = []
         self.channel_free: dict[tuple[str, str], int] = {}
         self.faults, self.drop_rate = True, self.options.drop_rate
         for i in range(self.options.consumers):
@@ -203,6 +307,10 @@ class GroupSimulation:
         for i in range(self.options.classics):
             static = f"ki{i}" if self.rng.random() < self.options.static_rate else None
             self.start(ClassicMember(self, f"k{i}.0", static))
+        for i in range(self.options.txn_producers):
+            producer = TxnProducer(self, i, self.options.txn_producers)
+            self.producers.append(producer)
+            self.push(self.now, "client", producer)
         self.load_coordinator()
 
     # -- plumbing --------------------------------------------------------------------------
@@ -239,12 +347,17 @@ class GroupSimulation:
         return rid
 
     def respond(self, name: str, rid: int, response: Any) -> None:
+        if rid == MARKER_RID:  # the answer to a marker: broker to broker, not lost here
+            producer = self.client(name)
+            assert isinstance(producer, TxnProducer)
+            producer.on_marker_ack(response)
+            return
         at = self._arrival("coordinator", name)
         if at is not None:
             self.push(at, "response", (self.client(name), rid, response))
 
     def client(self, name: str) -> Client:
-        return next(c for c in self.clients if c.name == name)
+        return next(c for c in [*self.clients, *self.producers] if c.name == name)
 
     # -- members ---------------------------------------------------------------------------
 
@@ -290,8 +403,12 @@ class GroupSimulation:
         co = self.coordinator
         co.incarnation += 1
         shard = self._new_shard()
-        for key, value in co.committed:
-            shard.replay(key, value)
+        co.log_epochs = {}
+        for entry in co.committed:
+            replay_entry(shard, entry)
+            producer_id, epoch = (entry[1], entry[2]) if entry[0] == "m" else entry[3:5]
+            if producer_id >= 0:
+                co.log_epochs[producer_id] = max(epoch, co.log_epochs.get(producer_id, -1))
         shard.on_loaded(self.now)
         co.shard, co.pending, co.ready_at, co.tick_at = shard, deque(), self.now, None
         self.log(f"coordinator {co.incarnation} loads {len(co.committed)} records")
@@ -303,7 +420,7 @@ class GroupSimulation:
         if co.shard is None:
             return
         parked = [delivery(c) for c in co.shard.unload()]
-        lost = sum(len(records) for records, _ in co.pending)
+        lost = sum(len(entries) for entries, _ in co.pending)
         if not crash:  # the broker lives on: it answers what it will never complete
             for _, deliveries in co.pending:
                 parked += [(n, r, not_coordinator(resp)) for n, r, resp in deliveries]
@@ -337,36 +454,68 @@ class GroupSimulation:
             result = shard.leave_group(request, now)
         elif kind == "commit":
             result = shard.commit_offsets(request, now)
+        elif kind == "txn_commit":
+            result = shard.txn_offset_commit(request, now)
         else:
             result = shard.fetch_offsets(request)
-        self._append(
+        if not self._append(
             result, [] if result.response is None else [(client.name, rid, result.response)]
-        )
+        ):
+            assert isinstance(request, g.TxnOffsetCommitRequest)
+            error = InvalidProducerEpochError(f"epoch {request.producer_epoch} is fenced")
+            self.respond(client.name, rid, error_txn_commit_response(request, error))
 
-    def _append(self, result: g.CoordinatorResult[Any], deliveries: list[Delivery]) -> None:
-        """Appends the records (committed after a delay, in order) with what to send then."""
+    def _write_marker(self, producer: TxnProducer, txn: int, attempt: int) -> None:
+        """The transaction coordinator's marker reaches the group coordinator
+        (WriteTxnMarkers -> complete_transaction); a coordinator that is down gets it again
+        from the producer's retry."""
         co = self.coordinator
+        if co.shard is None or producer.phase != "ending" or producer.txn != txn:
+            return
+        epoch, committed = producer.marker
+        result = co.shard.complete_transaction(producer.producer_id, epoch, 0, committed)
+        if result.marker is None:
+            self.invariants.fail(f"a loaded shard refused a marker: {result.response}")
+        ack = MarkerAck(txn, attempt)
+        if not self._append(result, [(producer.name, MARKER_RID, ack)]):
+            self.invariants.fail(f"the log refused {producer.name}'s marker in its epoch {epoch}")
+
+    def _append(self, result: g.CoordinatorResult[Any], deliveries: list[Delivery]) -> bool:
+        """Appends the records (committed after a delay, in order) with what to send then.
+        False if the log refused a transactional batch or marker of an older producer epoch
+        than it has seen: nothing is appended, and the shard takes it back (``undo``)."""
+        co = self.coordinator
+        producer = result.producer or result.marker
+        if producer is not None and (result.records or result.marker is not None):
+            if producer.producer_epoch < co.log_epochs.get(producer.producer_id, -1):
+                assert result.undo is not None
+                result.undo()
+                self.log(f"the log refuses producer {producer.producer_id}'s old epoch")
+                return False
+            co.log_epochs[producer.producer_id] = producer.producer_epoch
         deliveries += [delivery(c) for c in result.completions]
-        delay = self.rng.randint(*self.options.append_ms) if result.records else 0
+        entries = entries_of(result)
+        delay = self.rng.randint(*self.options.append_ms) if entries else 0
         co.ready_at = max(co.ready_at, self.now + delay)
-        co.pending.append((result.records, deliveries))
+        co.pending.append((entries, deliveries))
         self.push(co.ready_at, "commit", co.incarnation)
         self._schedule_tick()
+        return True
 
     def _commit_head(self, incarnation: int) -> None:
         co = self.coordinator
         if incarnation != co.incarnation or not co.pending:
             return
-        records, deliveries = co.pending.popleft()
-        for record in records:
-            key, value = record.key_bytes(), record.value_bytes()
-            co.committed.append((key, value))
-            self.replica.replay(key, value)
-        self.invariants.on_committed(records)
+        entries, deliveries = co.pending.popleft()
+        for entry in entries:
+            co.committed.append(entry)
+            replay_entry(self.replica, entry)
+        self.invariants.on_committed(entries)
         for name, rid, response in deliveries:
             self.respond(name, rid, response)
         if not co.pending and co.shard is not None:
             self.check_replica(co.shard)
+            self.invariants.check_offsets(co.shard)
 
     def check_replica(self, live: g.GroupCoordinatorShard) -> None:
         rebalancing = (
@@ -421,12 +570,15 @@ class GroupSimulation:
             self._fault()
             gap = int(self.rng.expovariate(1 / self.options.fault_interval_ms)) + 1
             self.push(self.now + gap, "fault")
+        elif kind == "marker":
+            self._write_marker(*data)
         elif kind == "restart" and not any(c.alive for c in self.clients if c.base == data.base):
             self.restart(data)  # one process per member: two would fence each other
 
     def _fault(self) -> None:
         live = [c for c in self.clients if c.alive]
         kinds = ["die", "leave", "restart", "stall", "move", "crash", "partitions", "lossy"]
+        kinds += ["fence"] if self.producers else []
         kind = self.rng.choice(kinds)
         if kind in ("die", "leave", "restart") and live:
             victim = self.rng.choice(live)
@@ -437,7 +589,7 @@ class GroupSimulation:
         elif kind == "stall" and live:
             # A long pause (GC, a stuck network): its messages wait, both ways, and arrive in
             # a burst; meanwhile it is fenced, and its partitions move on.
-            victim = self.rng.choice(live)
+            victim = self.rng.choice([*live, *self.producers])
             until = self.now + self.rng.randint(1_000, 5_000)
             for channel in ((victim.name, "coordinator"), ("coordinator", victim.name)):
                 self.channel_free[channel] = max(self.channel_free.get(channel, 0), until)
@@ -452,6 +604,8 @@ class GroupSimulation:
         elif kind == "lossy":
             self.drop_rate = self.rng.choice([0.0, 0.05, 0.3])
             self.log(f"network loss now {self.drop_rate}")
+        elif kind == "fence":
+            self.rng.choice(self.producers).fence()
 
     # -- phases ----------------------------------------------------------------------------
 
@@ -471,6 +625,8 @@ class GroupSimulation:
             incarnations = [c for c in self.clients if c.base == base]
             if not any(c.alive for c in incarnations):
                 self.restart(incarnations[-1])
+        for producer in self.producers:
+            producer.commits_since_heal = 0
         self.log("heal everything")
 
     def require_liveness(self, within_ms: int) -> None:
@@ -508,18 +664,34 @@ class GroupSimulation:
                 return False
             if any(v is None for c in members for v in c.positions.values()):
                 return False
-        return True
+        return self.transactions_converged(shard)
+
+    def transactions_converged(self, shard: g.GroupCoordinatorShard) -> bool:
+        """Every producer committed a transaction since healing and has none open, and etl
+        holds each one's last committed transaction."""
+        if shard.state.pending.has_open_transactions(ETL_GROUP):
+            return False
+        wanted: dict[int, int] = {}
+        for p in self.producers:
+            if p.phase != "idle" or p.commits_since_heal == 0:
+                return False
+            last = max(n for (i, n), ok in self.invariants.decisions.items() if i == p.index and ok)
+            wanted.update({partition: last for _, partition in p.partitions})
+        etl = shard.state.offsets.get(ETL_GROUP, {}).get("foo", {})
+        return {p: o.committed_offset for p, o in etl.items()} == wanted
 
     def status(self) -> str:
         shard = self.coordinator.shard
         groups = {} if shard is None else {k: str(v.state) for k, v in shard.state.groups.items()}
         owned = {c.name: sorted(c.owned) for c in self.clients if c.alive}
-        return f"groups={groups} owned={owned}"
+        producers = {p.name: (p.phase, p.txn, p.commits_since_heal) for p in self.producers}
+        return f"groups={groups} owned={owned} producers={producers}"
 
     def summary(self) -> str:
         o = self.options
         return (
             f"seed={self.seed}: {o.consumers} KIP-848 + {o.classics} classic members, "
+            f"{o.txn_producers} transactional producers, "
             f"delay<={o.max_delay_ms}ms loss={o.drop_rate} events={self.events} "
             f"records={len(self.coordinator.committed)} loads={self.coordinator.incarnation} "
             f"processes={len(self.clients)}"
@@ -529,12 +701,31 @@ class GroupSimulation:
         return "\n".join(self.history)
 
 
+def entries_of(result: g.CoordinatorResult[Any]) -> list[Entry]:
+    """What ``result`` appends to the partition."""
+    if result.marker is not None:
+        m = result.marker
+        return [("m", m.producer_id, m.producer_epoch, m.committed)]
+    pid, epoch = (-1, -1)
+    if result.producer is not None:
+        pid, epoch = result.producer.producer_id, result.producer.producer_epoch
+    return [("r", r.key_bytes(), r.value_bytes(), pid, epoch) for r in result.records]
+
+
+def replay_entry(shard: g.GroupCoordinatorShard, entry: Entry) -> None:
+    if entry[0] == "m":
+        shard.replay_end_transaction_marker(entry[1], entry[3], producer_epoch=entry[2])
+    else:
+        shard.replay(entry[1], entry[2], producer_id=entry[3], producer_epoch=entry[4])
+
+
 EMPTY_RESPONSES: dict[str, Any] = {
     "heartbeat": g.ConsumerGroupHeartbeatResponse(),
     "join": g.JoinGroupResponse(),
     "sync": g.SyncGroupResponse(),
     "leave": g.LeaveGroupResponse(),
     "commit": g.OffsetCommitResponse(()),
+    "txn_commit": g.TxnOffsetCommitResponse(()),
     "fetch": g.OffsetFetchResponse(""),
 }
 
@@ -542,14 +733,14 @@ EMPTY_RESPONSES: dict[str, Any] = {
 def not_coordinator(response: Any) -> Any:
     """The response with NOT_COORDINATOR instead (a coordinator that moved, or is down)."""
     error = NotCoordinatorError("not the coordinator")
-    if isinstance(response, g.OffsetCommitResponse):
+    if isinstance(response, g.OffsetCommitResponse | g.TxnOffsetCommitResponse):
         topics = tuple(
             g.TopicPartitionErrors(
                 t.name, tuple(g.PartitionError(p.partition_index, error) for p in t.partitions)
             )
             for t in response.topics
         )
-        return g.OffsetCommitResponse(topics)
+        return replace(response, topics=topics)
     return replace(response, error=error)
 
 
@@ -567,9 +758,16 @@ def describe(message: Any) -> str:
 def state_view(shard: g.GroupCoordinatorShard, skip: set[str]) -> dict[str, Any]:
     """Everything the records determine: KIP-848 groups whole, classic groups as persisted
     (those in a rebalance skipped), offsets."""
-    offsets = shard.state.offsets
+    offsets, pending = shard.state.offsets, shard.state.pending
     view: dict[str, Any] = {
-        "offsets": {k: {t: dict(ps) for t, ps in v.items()} for k, v in offsets.items()}
+        "offsets": {k: {t: dict(ps) for t, ps in v.items()} for k, v in offsets.items()},
+        "pending": (
+            {
+                pid: {gid: {t: dict(ps) for t, ps in ts.items()} for gid, ts in groups.items()}
+                for pid, groups in pending.by_producer.items()
+            },
+            {gid: set(pids) for gid, pids in pending.open_by_group.items()},
+        ),
     }
     for gid, gr in sorted(shard.state.groups.items()):
         if gid in skip:

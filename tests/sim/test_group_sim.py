@@ -1,6 +1,7 @@
 """The group coordinator on the seeded simulator (tier 4 of STYLE.md): KIP-848 and classic
 members over a lossy network, members dying, leaving and restarting, topics growing, the
-coordinator moving and crashing. See :mod:`groups` for the world and its invariants.
+coordinator moving and crashing, transactional producers committing offsets in transactions
+that commit, abort or are fenced. See :mod:`groups` for the world and its invariants.
 
 Replay one seed with a trace, or soak many::
 
@@ -19,6 +20,7 @@ from groups import GroupSimulation
 
 from rillet.coordinator.group import reconciliation, records
 from rillet.coordinator.group.offsets import OffsetManager
+from rillet.coordinator.group.state import ShardState
 
 SEED_COUNT = 300
 
@@ -56,6 +58,18 @@ def test_a_seed_replays_identically() -> None:
     first, second = _run(5), _run(5)
     assert first.recent_history() == second.recent_history()
     assert first.coordinator.committed == second.coordinator.committed
+
+
+def test_transactions_commit_abort_and_fence_zombies() -> None:
+    """The seeds exercise what the transactional invariants are about."""
+    refused = commits = aborts = 0
+    for seed in range(10):
+        history: list[str] = []
+        sim = _run(seed, GroupSimulation(seed, trace=history.append))
+        commits += sum(sim.invariants.decisions.values())
+        aborts += sum(not ok for ok in sim.invariants.decisions.values())
+        refused += sum("refuses producer" in line for line in history)
+    assert commits > 100 and aborts > 50 and refused > 0, (commits, aborts, refused)
 
 
 # The checker has teeth: with a planted bug the simulation must fail.
@@ -104,3 +118,39 @@ def test_the_simulation_catches_commits_from_stale_members(
     monkeypatch.setattr(OffsetManager, "_validate_commit", lambda self, group, request: None)
     failure = _first_failure(60)
     assert failure is not None and "went back" in failure
+
+
+def test_the_simulation_catches_transactional_offsets_committed_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Offsets of a transactional batch are taken as committed, not pending.
+    replay = ShardState.replay
+    monkeypatch.setattr(
+        ShardState, "replay", lambda self, record, producer_id=-1: replay(self, record)
+    )
+    failure = _first_failure(10)
+    assert failure is not None and "transaction not committed" in failure
+
+
+def test_the_simulation_catches_a_commit_marker_that_drops_the_offsets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    end = ShardState.replay_end_transaction_marker
+    monkeypatch.setattr(
+        ShardState,
+        "replay_end_transaction_marker",
+        lambda self, producer_id, committed: end(self, producer_id, False),
+    )
+    failure = _first_failure(10)
+    assert failure is not None and "not the log's" in failure
+
+
+def test_the_simulation_catches_a_refused_write_left_in_the_shard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A zombie's TxnOffsetCommit the log refused stays pending in the live shard.
+    monkeypatch.setattr(
+        ShardState, "save_transaction", lambda self, producer_id, groups=(): lambda: None
+    )
+    failure = _first_failure(30)
+    assert failure is not None and "rebuilt from the committed records" in failure
