@@ -10,12 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 import pytest
 
-from rillet._core import BatchBuilder, Log
 from rillet.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from rillet.errors import (
     InvalidProducerEpochError,
@@ -42,29 +41,6 @@ SETTINGS = {"offsets.topic.num.partitions": "1"}
 GROUP = "g"
 OFFSETS_TP = TopicPartition(OFFSETS_TOPIC, 0)
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
-
-
-def _log_takes_coordinator_writes(tmp: Path) -> bool:
-    """Whether rillet._core's Log takes a transactional batch without sequence numbers from
-    the coordinator (``append_as_leader(..., origin="coordinator")``, Kafka's
-    AppendOrigin.COORDINATOR), which TxnOffsetCommit needs."""
-    log = Log.open(tmp)
-    try:
-        builder = BatchBuilder(producer_id=1, producer_epoch=0, is_transactional=True)
-        builder.append(0, b"k", b"v")
-        coordinator: dict[str, Any] = {"origin": "coordinator"}
-        log.append_as_leader(builder.build(), 0, **coordinator)
-    except TypeError:
-        return False
-    finally:
-        log.close()
-    return True
-
-
-@pytest.fixture
-def txn_writes(tmp_path: Path) -> None:
-    if not _log_takes_coordinator_writes(tmp_path / "probe"):
-        pytest.skip("rillet._core's Log.append_as_leader takes no origin= yet")
 
 
 @pytest.fixture
@@ -163,7 +139,7 @@ UNSTABLE = UnstableOffsetCommitError.name
 
 
 def test_txn_offsets_are_pending_until_the_marker_and_survive_a_restart(
-    txn_writes: None, broker: MiniBroker, tmp_path: Path
+    broker: MiniBroker, tmp_path: Path
 ) -> None:
     client = Client(broker)
     client.wait_for_coordinator()
@@ -199,7 +175,7 @@ def test_txn_offsets_are_pending_until_the_marker_and_survive_a_restart(
 
 
 def test_a_fenced_producer_epoch_is_refused_and_leaves_nothing_pending(
-    txn_writes: None, broker: MiniBroker
+    broker: MiniBroker,
 ) -> None:
     client = Client(broker)
     client.wait_for_coordinator()

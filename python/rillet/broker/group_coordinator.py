@@ -408,10 +408,9 @@ class GroupCoordinator:
             )
         # AppendOrigin.COORDINATOR: the log checks a transactional batch's producer epoch but
         # not its sequence (the batches carry none).
-        # TODO(origin): pass origin="coordinator" once Log.append_as_leader takes it
-        # (rillet._core); until then the log refuses a transactional batch without a
-        # sequence (INVALID_RECORD), so TxnOffsetCommit fails and the shard takes it back.
-        info = p.log.append_as_leader(batch, p.leader_epoch, allow_control=allow_control)
+        info = p.log.append_as_leader(
+            batch, p.leader_epoch, allow_control=allow_control, origin="coordinator"
+        )
         p.maybe_increment_high_watermark()
         self.replicas.fetch_purgatory.check_and_complete(tp)
         self.replicas.produce_purgatory.check_and_complete(tp)
