@@ -757,7 +757,9 @@ def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
     embedded = BrokerConfig.embedded_default(tmp_path)
     assert "transaction.state.log.replication.factor" in embedded.explicit
     assert embedded.inert_settings() == []
-    tuned = BrokerConfig.embedded_default(tmp_path, {"transaction.state.log.replication.factor": "3"})
+    tuned = BrokerConfig.embedded_default(
+        tmp_path, {"transaction.state.log.replication.factor": "3"}
+    )
     assert tuned.inert_settings() == []
     assert tuned.updated({"delete.topic.enable": "true"}).inert_settings() == [
         "delete.topic.enable"
