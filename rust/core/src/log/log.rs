@@ -267,8 +267,9 @@ impl Log {
         };
         let mut headers: Vec<[u8; RECORD_BATCH_OVERHEAD]> = Vec::with_capacity(batches.len());
         let mut metas = Vec::with_capacity(batches.len());
-        let mut written: Vec<(usize, usize)> = Vec::with_capacity(batches.len());
+        let any_duplicate = !producers.duplicates.is_empty();
         let mut base_offsets = Vec::new();
+        let mut written_bytes = 0usize;
         let mut offset = self.next_offset;
         let (mut max_ts, mut offset_of_max_ts) = (-1i64, offset);
         let mut record_count = 0i64;
@@ -276,7 +277,7 @@ impl Log {
         let mut dup_append_time = None;
         for (i, (pos, h)) in batches.iter().enumerate() {
             if let Some((first, last)) = producers.duplicate(i) {
-                base_offsets.push(first);
+                base_offsets.push(first); // only ever reached when there are duplicates
                 answered_first.get_or_insert(first);
                 answered_last = answered_last.max(last);
                 if dup_append_time.is_none() && log_append_time {
@@ -317,41 +318,48 @@ impl Log {
                 size: h.size_in_bytes() as u64,
             });
             headers.push(head);
-            written.push((*pos, h.size_in_bytes()));
+            written_bytes += h.size_in_bytes();
             record_count += h.record_count as i64;
-            base_offsets.push(offset);
+            if any_duplicate {
+                base_offsets.push(offset);
+            }
             answered_first.get_or_insert(offset);
             answered_last = answered_last.max(last);
             offset = last + 1;
         }
         let first = self.next_offset;
         let last = offset - 1;
-        let written_bytes: usize = written.iter().map(|(_, size)| size).sum();
         let info = LogAppendInfo {
             first_offset: answered_first.unwrap_or(first),
             last_offset: answered_last,
             max_timestamp: max_ts,
             offset_of_max_timestamp: offset_of_max_ts,
-            log_append_time: match (log_append_time, written.is_empty()) {
+            log_append_time: match (log_append_time, metas.is_empty()) {
                 (false, _) => -1,
                 (true, false) => now_ms,
                 (true, true) => dup_append_time.unwrap_or(-1),
             },
             log_start_offset: self.log_start_offset,
             record_count,
-            batch_count: written.len(),
+            batch_count: metas.len(),
             valid_bytes: written_bytes as u64,
-            batch_base_offsets: (!producers.duplicates.is_empty()).then_some(base_offsets),
+            batch_base_offsets: any_duplicate.then_some(base_offsets),
         };
-        if written.is_empty() {
+        if metas.is_empty() {
             // Every batch was a duplicate: nothing to write, but the request is still checked.
             validate()?;
             return Ok(info);
         }
-        let mut iov = Vec::with_capacity(written.len() * 2);
-        for ((pos, size), head) in written.iter().zip(&headers) {
+        let mut iov = Vec::with_capacity(metas.len() * 2);
+        let to_write = batches
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| producers.duplicate(*i).is_none());
+        for ((_, (pos, h)), head) in to_write.zip(&headers) {
             iov.push(IoSlice::new(head));
-            iov.push(IoSlice::new(&data[pos + RECORD_BATCH_OVERHEAD..pos + size]));
+            iov.push(IoSlice::new(
+                &data[pos + RECORD_BATCH_OVERHEAD..pos + h.size_in_bytes()],
+            ));
         }
         let rolls =
             self.active()
