@@ -45,7 +45,12 @@ class GroupMemberBase(ABC):
             cluster, self.group_id, int(config["request_timeout_ms"]), str(config["client_id"])
         )
         self.offsets = OffsetsClient(
-            self.client, int(config["retry_backoff_ms"]), int(config["default_api_timeout_ms"])
+            self.client,
+            int(config["retry_backoff_ms"]),
+            int(config["default_api_timeout_ms"]),
+            # A read_committed consumer waits for offsets an open transaction will commit
+            # (KIP-447's require_stable) rather than reading past them.
+            require_stable=config.get("isolation_level") == "read_committed",
         )
         self.auto_commit = bool(config["enable_auto_commit"])
         self.auto_commit_interval_s = int(config["auto_commit_interval_ms"]) / 1000

@@ -17,6 +17,7 @@ from rillet.errors import (
     KafkaError,
     KafkaTimeoutError,
     NotCoordinatorError,
+    UnstableOffsetCommitError,
     error_for_code,
 )
 from rillet.protocol.gen.v1 import group_pb2
@@ -31,13 +32,24 @@ from rillet.types import OffsetAndMetadata, TopicPartition
 __all__ = ["OffsetsClient"]
 
 _RETRY = (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError)
+# UNSTABLE_OFFSET_COMMIT (only answered with require_stable): an open transaction will
+# commit this partition's offset; ask again.
+_RETRY_FETCH = (*_RETRY, UnstableOffsetCommitError)
 
 
 class OffsetsClient:
-    def __init__(self, client: GroupClient, retry_backoff_ms: int, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        client: GroupClient,
+        retry_backoff_ms: int,
+        timeout_ms: int,
+        *,
+        require_stable: bool = False,
+    ) -> None:
         self.client = client
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.timeout_s = timeout_ms / 1000
+        self.require_stable = require_stable
 
     def _retrying(self, attempt: Callable[[], dict[TopicPartition, KafkaError | None]]) -> None:
         deadline = time.monotonic() + self.timeout_s
@@ -47,7 +59,7 @@ class OffsetsClient:
             except _RETRY:
                 errors = None
             if errors is not None:
-                retriable = [e for e in errors.values() if isinstance(e, _RETRY)]
+                retriable = [e for e in errors.values() if isinstance(e, _RETRY_FETCH)]
                 if not retriable:
                     for tp, err in sorted(errors.items()):
                         if err is not None:
@@ -93,7 +105,7 @@ class OffsetsClient:
         """The group's committed offsets of ``partitions`` (None: all it has); partitions
         without one are left out."""
         request = offset_fetch_request_to_pb(
-            self.client.group_id, partitions, member_id, member_epoch
+            self.client.group_id, partitions, member_id, member_epoch, self.require_stable
         )
         found: dict[TopicPartition, OffsetAndMetadata] = {}
 

@@ -100,8 +100,9 @@ class TransactionManager:
         self.partitions: set[TopicPartition] = set()
         # Why the transaction must be aborted (or why the producer is finished).
         self.error: KafkaError | None = None
-        # Resumed to be ended: the coordinator has partitions this object never added.
-        self._resumed = False
+        # The coordinator has something in the ongoing transaction (partitions, a group's
+        # offsets, or, resumed, what another producer added): EndTxn must be sent.
+        self._started = False
 
     # -- state -----------------------------------------------------------------------------
 
@@ -158,6 +159,7 @@ class TransactionManager:
             lambda stub, t: read_init_producer_id_response(stub.InitProducerId(request, timeout=t))
         )
         self.partitions.clear()
+        self._started = False
         self.error = None
         self.state = TransactionState.READY
         return self.producer_id, self.producer_epoch
@@ -169,7 +171,7 @@ class TransactionManager:
         self._require(TransactionState.UNINITIALIZED, doing="IN_TRANSACTION")
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self.state = TransactionState.IN_TRANSACTION
-        self._resumed = True
+        self._started = True
 
     def begin(self) -> None:
         self._require(TransactionState.READY, doing="IN_TRANSACTION")
@@ -215,6 +217,7 @@ class TransactionManager:
             self.fail(e)
             return e
         self.partitions |= new
+        self._started = True
         return None
 
     def send_offsets(
@@ -239,6 +242,7 @@ class TransactionManager:
 
         try:
             self._call(send_add)
+            self._started = True  # AddOffsetsToTxn starts the transaction, as partitions do
             self._commit_offsets(offsets, group)
         except KafkaError as e:
             self.fail(e)
@@ -303,7 +307,7 @@ class TransactionManager:
                 TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR, doing=doing
             )
             self.state = TransactionState.ABORTING_TRANSACTION
-        if self.partitions or self._resumed:
+        if self._started:
             request = transaction_pb2.EndTxnRequest(
                 transactional_id=self.transactional_id,
                 producer_id=self.producer_id,
@@ -322,6 +326,7 @@ class TransactionManager:
                 self.fail(e)
                 raise
         self.partitions.clear()
+        self._started = False
         self.error = None
         self.state = TransactionState.READY
 
