@@ -191,7 +191,9 @@ class Partition:
         batch = end_txn_marker_batch(
             producer_id, producer_epoch, coordinator_epoch, committed, now_ms
         )
-        info = self.log.append_as_leader(batch, self.leader_epoch, allow_control=True)
+        info = self.log.append_as_leader(
+            batch, self.leader_epoch, allow_control=True, origin="coordinator"
+        )
         self.maybe_increment_high_watermark()
         return info
 
