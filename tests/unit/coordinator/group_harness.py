@@ -32,6 +32,7 @@ from rillet.coordinator.group import (
     encode_assignment,
     encode_subscription,
 )
+from rillet.coordinator.group.classic_group import ClassicGroup
 
 FOO = uuid.UUID("00000000-0000-0000-0000-00000000f001")
 BAR = uuid.UUID("00000000-0000-0000-0000-00000000ba02")
@@ -263,11 +264,26 @@ def observable_state(shard: GroupCoordinatorShard, skip: Iterable[str] = ()) -> 
 
 
 def rebalancing_classic_groups(shard: GroupCoordinatorShard) -> set[str]:
-    """Classic groups in a rebalance: not persisted until it ends (by design, as Kafka)."""
+    """Classic groups in a rebalance, or holding members that were told MEMBER_ID_REQUIRED
+    and have not joined again: neither is persisted (by design, as Kafka), so a reloaded
+    shard may not have the group at all (an offset deletion then removes the simple group
+    the reload sees, while the live one keeps it for its pending member)."""
     out = set()
     for gid, group in shard.state.groups.items():
         state = getattr(group, "state", None)
-        if state in (ClassicGroupState.PREPARING_REBALANCE, ClassicGroupState.COMPLETING_REBALANCE):
+        if state in (
+            ClassicGroupState.PREPARING_REBALANCE,
+            ClassicGroupState.COMPLETING_REBALANCE,
+        ) or getattr(group, "pending_join_members", None):
+            out.add(gid)
+        elif (
+            isinstance(group, ClassicGroup)
+            and not group.persisted
+            and not group.members
+            and not shard.state.offsets.get(gid)
+        ):
+            # Only in memory (a pending member came and went): the next offset-expiration
+            # check deletes it; a reloaded shard never had it.
             out.add(gid)
     return out
 
