@@ -29,7 +29,7 @@
 //!
 //! [`Log::clean`] runs the three steps in one call for callers that own the log.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -49,6 +49,7 @@ use crate::error::{Error, Result};
 use crate::record::batch::BatchHeader;
 use crate::record::control::read_end_txn_marker;
 use crate::record::filter::{BatchFilter, EmptyBatch, RecordView, Written};
+use crate::record::txn_filter::AbortedTxnFilter;
 use crate::record::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 
 /// The broker-level settings of one cleaner thread (Kafka's `CleanerConfig`).
@@ -201,52 +202,29 @@ impl SegmentView {
 }
 
 /// Which batches belong to aborted transactions, as the cleaner walks the log in offset
-/// order (Kafka's `CleanedTransactionMetadata`, without the marker removal): an aborted
-/// transaction is open from its first offset until its ABORT marker, and a transactional
-/// batch of its producer meanwhile is aborted.
+/// order (Kafka's `CleanedTransactionMetadata`, without the marker removal).
 #[derive(Debug, Clone, Default)]
-struct AbortedBatches {
-    /// Aborted transactions not reached yet, by first offset, the next one last.
-    pending: Vec<AbortedTxn>,
-    /// Producers inside an aborted transaction.
-    open: HashSet<i64>,
-}
+struct AbortedBatches(AbortedTxnFilter);
 
 impl AbortedBatches {
-    fn new(mut aborted: Vec<AbortedTxn>) -> Self {
-        aborted.sort_by_key(|t| std::cmp::Reverse(t.first_offset));
-        AbortedBatches {
-            pending: aborted,
-            open: HashSet::new(),
-        }
-    }
-
-    fn reach(&mut self, offset: i64) {
-        while self
-            .pending
-            .last()
-            .is_some_and(|t| t.first_offset <= offset)
-        {
-            let t = self.pending.pop().expect("checked");
-            self.open.insert(t.producer_id);
-        }
+    fn new(aborted: &[AbortedTxn]) -> Self {
+        AbortedBatches(AbortedTxnFilter::new(
+            aborted.iter().map(|t| (t.producer_id, t.first_offset)),
+        ))
     }
 
     /// A data batch: whether it belongs to an aborted transaction.
     fn on_data_batch(&mut self, h: &BatchHeader) -> bool {
-        self.reach(h.last_offset());
-        h.is_transactional() && self.open.contains(&h.producer_id)
+        self.0.is_aborted(h)
     }
 
-    /// A control batch (`batch` is all of it): an ABORT marker ends its producer's aborted
-    /// transaction.
+    /// A control batch (`batch` is all of it).
     fn on_control_batch(&mut self, h: &BatchHeader, batch: &[u8]) {
-        self.reach(h.last_offset());
-        if let Ok(Some((m, _))) = read_end_txn_marker(h, batch) {
-            if m.is_abort() {
-                self.open.remove(&h.producer_id);
-            }
-        }
+        let control_type = match read_end_txn_marker(h, batch) {
+            Ok(Some((m, _))) => Some(m.control_type),
+            _ => None,
+        };
+        self.0.on_control_batch(h, control_type);
     }
 }
 
@@ -441,7 +419,7 @@ impl CleaningJob {
             },
             started,
         };
-        job.aborted = AbortedBatches::new(job.plan.aborted_txns.clone());
+        job.aborted = AbortedBatches::new(&job.plan.aborted_txns);
         if !job.build_offset_map()? {
             job.stats.aborted = true;
             return Ok(job);
@@ -473,7 +451,7 @@ impl CleaningJob {
                 .iter()
                 .rposition(|s| s.base_offset <= first_dirty)
                 .unwrap_or(0);
-            let mut aborted = AbortedBatches::new(self.plan.aborted_txns.clone());
+            let mut aborted = AbortedBatches::new(&self.plan.aborted_txns);
             for s in segments.iter().skip(first_dirty_segment) {
                 let mut scanner = BatchScanner::new(&s.file, 0, s.size, self.read_buffer);
                 while let Some(r) = scanner.next_batch() {

@@ -28,6 +28,7 @@ pub mod builder;
 pub mod compression;
 pub mod control;
 pub mod filter;
+pub mod txn_filter;
 pub mod varint;
 
 pub use batch::{BatchHeader, Record, RecordHeader, TimestampType};
