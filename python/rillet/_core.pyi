@@ -3,11 +3,13 @@
 from collections.abc import Callable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, ClassVar, final
+from typing import Any, ClassVar, Literal, final
 
 from typing_extensions import Buffer
 
 __all__ = [
+    "AbortedTransaction",
+    "AbortedTransactionFilter",
     "ArrowBatch",
     "BatchBuilder",
     "BatchMetadata",
@@ -358,6 +360,8 @@ class FetchedPartitionView:
     @property
     def diverging_epoch(self) -> tuple[int, int] | None: ...
     @property
+    def aborted_transactions(self) -> list[AbortedTransaction]: ...
+    @property
     def records_start(self) -> int: ...
     @property
     def records_end(self) -> int: ...
@@ -417,6 +421,12 @@ class ConsumerRecord:
     def serialized_header_size(self) -> int: ...
 
 @final
+class AbortedTransactionFilter:
+    def __new__(
+        cls, aborted_transactions: Sequence[AbortedTransaction]
+    ) -> AbortedTransactionFilter: ...
+
+@final
 class DecodedRecords:
     @property
     def records(self) -> list[ConsumerRecord]: ...
@@ -435,6 +445,7 @@ def decode_consumer_records(
     start: int = 0,
     end: int | None = None,
     max_records: int | None = None,
+    aborted: AbortedTransactionFilter | None = None,
 ) -> DecodedRecords: ...
 
 @final
@@ -613,6 +624,14 @@ class RecoveryInfo:
     def rebuilt_indexes(self) -> int: ...
 
 @final
+class AbortedTransaction:
+    def __new__(cls, producer_id: int, first_offset: int) -> AbortedTransaction: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def first_offset(self) -> int: ...
+
+@final
 class FetchDataInfo:
     @property
     def fetch_offset(self) -> int: ...
@@ -624,6 +643,8 @@ class FetchDataInfo:
     def regions(self) -> list[FileRegion]: ...
     @property
     def size(self) -> int: ...
+    @property
+    def aborted_transactions(self) -> list[AbortedTransaction] | None: ...
     def read_all(self) -> bytes: ...
     def read_into(self, buffer: Buffer) -> int: ...
 
@@ -681,6 +702,7 @@ class Log:
         *,
         now_ms: int | None = None,
         allow_control: bool = False,
+        origin: Literal["client", "coordinator"] = "client",
     ) -> LogAppendInfo: ...
     def append_as_follower(
         self, records: Buffer, *, now_ms: int | None = None
@@ -692,7 +714,15 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        read_committed: bool = False,
     ) -> FetchDataInfo: ...
+    @property
+    def first_unstable_offset(self) -> int | None: ...
+    def last_stable_offset(self, high_watermark: int) -> int: ...
+    def update_high_watermark(self, high_watermark: int) -> None: ...
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTransaction]: ...
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None: ...
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool: ...
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None: ...

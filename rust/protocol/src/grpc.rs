@@ -23,12 +23,14 @@
 //!   Partition        1 partition int32, 2 error_code, 3 error_message string,
 //!                    4 high_watermark int64, 5 last_stable_offset int64,
 //!                    6 log_start_offset int64, 7 diverging_epoch EpochEndOffset,
+//!                    9 aborted_transactions repeated AbortedTransaction,
 //!                    10 preferred_read_replica int32, 11 record_batches bytes
 //!   EpochEndOffset   1 epoch int32, 2 end_offset int64
+//!   AbortedTransaction 1 producer_id int64, 2 first_offset int64
 //!   ```
 //!
-//!   The reader skips the fields it does not list (current_leader, aborted_transactions and
-//!   structured records, which a consumer that asks for batches is not sent).
+//!   The reader skips the fields it does not list (current_leader and structured records,
+//!   which a consumer that asks for batches is not sent).
 //!
 //! Fields are written in field-number order without proto3 defaults, as the generated
 //! encoders do; the Python tests compare both directions with the generated classes.
@@ -383,6 +385,9 @@ pub struct FetchedPartition<'a> {
     pub log_start_offset: i64,
     /// (epoch, end offset) when the fetching follower's log diverged (KIP-320).
     pub diverging_epoch: Option<(i32, i64)>,
+    /// READ_COMMITTED: (producer id, first offset) of each aborted transaction overlapping
+    /// the batches.
+    pub aborted_transactions: Vec<(i64, i64)>,
     pub preferred_read_replica: i32,
     pub record_batches: Range<usize>,
 }
@@ -405,6 +410,10 @@ fn epoch_body_len(epoch: (i32, i64)) -> usize {
     int32_field_len(1, epoch.0) + int64_field_len(2, epoch.1)
 }
 
+fn aborted_body_len(txn: (i64, i64)) -> usize {
+    int64_field_len(1, txn.0) + int64_field_len(2, txn.1)
+}
+
 impl FetchedPartition<'_> {
     fn batches_len(&self) -> usize {
         self.record_batches.end - self.record_batches.start
@@ -421,6 +430,11 @@ impl FetchedPartition<'_> {
             + self
                 .diverging_epoch
                 .map_or(0, |e| len_field_len(7, epoch_body_len(e)))
+            + self
+                .aborted_transactions
+                .iter()
+                .map(|&t| len_field_len(9, aborted_body_len(t)))
+                .sum::<usize>()
             + int32_field_len(10, self.preferred_read_replica)
             + if batches == 0 {
                 0
@@ -481,6 +495,11 @@ impl<'a> FetchResponse<'a> {
                     w.len_prefix(7, epoch_body_len(e));
                     w.int32_field(1, e.0);
                     w.int64_field(2, e.1);
+                }
+                for &t in &p.aborted_transactions {
+                    w.len_prefix(9, aborted_body_len(t));
+                    w.int64_field(1, t.0);
+                    w.int64_field(2, t.1);
                 }
                 w.int32_field(10, p.preferred_read_replica);
                 let n = p.batches_len();
@@ -564,6 +583,18 @@ fn decode_partition(buf: &[u8], range: Range<usize>) -> Result<FetchedPartition<
                     }
                 }
                 p.diverging_epoch = Some(e);
+            }
+            (9, WIRE_LEN) => {
+                let mut t = (0i64, 0i64);
+                let mut tr = Reader::new(buf, r.len_delimited()?);
+                while let Some((f, w)) = tr.key()? {
+                    match (f, w) {
+                        (1, WIRE_VARINT) => t.0 = tr.varint()? as i64,
+                        (2, WIRE_VARINT) => t.1 = tr.varint()? as i64,
+                        _ => tr.skip(w)?,
+                    }
+                }
+                p.aborted_transactions.push(t);
             }
             (10, WIRE_VARINT) => p.preferred_read_replica = r.int32()?,
             (11, WIRE_LEN) => p.record_batches = r.len_delimited()?,
@@ -757,12 +788,18 @@ mod tests {
                 },
                 FetchedTopic {
                     name: "other",
-                    partitions: vec![FetchedPartition {
-                        error_code: -1,
-                        error_message: "boom",
-                        diverging_epoch: Some((4, 99)),
-                        ..part(7, 200)
-                    }],
+                    partitions: vec![
+                        FetchedPartition {
+                            error_code: -1,
+                            error_message: "boom",
+                            diverging_epoch: Some((4, 99)),
+                            ..part(7, 200)
+                        },
+                        FetchedPartition {
+                            aborted_transactions: vec![(5, 0), (1 << 40, 1 << 33)],
+                            ..part(8, 0)
+                        },
+                    ],
                 },
             ],
         };
@@ -810,6 +847,7 @@ mod tests {
                     (p.high_watermark, p.last_stable_offset, p.log_start_offset),
                     (w.high_watermark, w.last_stable_offset, w.log_start_offset)
                 );
+                assert_eq!(p.aborted_transactions, w.aborted_transactions);
                 assert_eq!(p.preferred_read_replica, -1);
             }
         }

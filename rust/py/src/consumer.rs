@@ -5,10 +5,45 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use rillet_core::record::batch::decode_batches_up_to;
+use rillet_core::record::control::ControlRecordType;
+use rillet_core::record::txn_filter::AbortedTxnFilter;
 use rillet_core::record::TimestampType;
 
 use crate::errors::IntoPyResult;
 use crate::gil;
+use crate::log::AbortedTransaction;
+
+/// A read_committed consumer's view of one fetched partition's aborted transactions (the
+/// read_committed half of Kafka's `CompletedFetch`): give it to every
+/// `decode_consumer_records` call over that fetch's batches, in order, and the batches of
+/// aborted transactions are left out (a producer's transactional batches from its aborted
+/// transaction's first offset until its ABORT marker). Its state carries from call to call:
+/// one filter per fetched partition response.
+#[pyclass(module = "rillet._core")]
+pub struct AbortedTransactionFilter {
+    inner: AbortedTxnFilter,
+}
+
+#[pymethods]
+impl AbortedTransactionFilter {
+    #[new]
+    fn new(aborted_transactions: Vec<PyRef<'_, AbortedTransaction>>) -> Self {
+        AbortedTransactionFilter {
+            inner: AbortedTxnFilter::new(
+                aborted_transactions
+                    .iter()
+                    .map(|t| (t.producer_id, t.first_offset)),
+            ),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "AbortedTransactionFilter(empty={})",
+            self.inner.is_empty()
+        )
+    }
+}
 
 /// One fetched record, with kafka-python's field names. `timestamp_type` is 0 (CreateTime)
 /// or 1 (LogAppendTime); `checksum` is always None (RecordBatch v2 has one CRC per batch).
@@ -86,14 +121,15 @@ impl ConsumerRecord {
 
 /// Decode fetched batches in bytes `start..end` of `data` (to its end by default; a fetch
 /// response read with `decode_fetch_response` gives the range) into records at or after
-/// `from_offset`, skipping control batches, stopping after the batch that reaches
+/// `from_offset`, skipping control batches and, with `aborted` (a read_committed fetch),
+/// the batches of aborted transactions; stopping after the batch that reaches
 /// `max_records` (whole batches only, so a compressed batch is decompressed once). Returns
-/// them as `DecodedRecords`, with where to go on from.
+/// them as `DecodedRecords`, with where to go on from (past skipped batches too).
 /// A trailing partial batch is ignored, as a size-limited fetch may return one; a corrupt
 /// batch raises CorruptRecordError.
 #[pyfunction]
 #[pyo3(signature = (data, topic, partition, from_offset, *, verify_crc = true, start = 0,
-    end = None, max_records = None))]
+    end = None, max_records = None, aborted = None))]
 #[allow(clippy::too_many_arguments)]
 fn decode_consumer_records(
     py: Python<'_>,
@@ -105,7 +141,9 @@ fn decode_consumer_records(
     start: usize,
     end: Option<usize>,
     max_records: Option<usize>,
+    aborted: Option<Bound<'_, AbortedTransactionFilter>>,
 ) -> PyResult<DecodedRecords> {
+    let mut filter = aborted.as_ref().map(|f| f.try_borrow_mut()).transpose()?;
     let end = end.unwrap_or(data.len()).min(data.len());
     let data = data.get(start..end).unwrap_or_default();
     let limit = max_records.unwrap_or(usize::MAX);
@@ -122,6 +160,19 @@ fn decode_consumer_records(
     for b in &batches {
         let h = &b.header;
         next = next.max(h.last_offset() + 1);
+        // The filter sees every batch in order, those below `from_offset` included.
+        if let Some(f) = filter.as_mut() {
+            if h.is_control() {
+                let control_type = b.records.first().and_then(|span| {
+                    ControlRecordType::parse(span.resolve(h, b.records_buf(data)).key).ok()
+                });
+                f.inner.on_control_batch(h, control_type);
+                continue;
+            }
+            if f.inner.is_aborted(h) {
+                continue;
+            }
+        }
         if h.is_control() || h.last_offset() < from_offset {
             continue;
         }
@@ -205,6 +256,7 @@ impl DecodedRecords {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ConsumerRecord>()?;
     m.add_class::<DecodedRecords>()?;
+    m.add_class::<AbortedTransactionFilter>()?;
     m.add_function(wrap_pyfunction!(decode_consumer_records, m)?)?;
     Ok(())
 }

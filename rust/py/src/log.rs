@@ -7,7 +7,8 @@ use pyo3::types::PyBytes;
 use rillet_core::log::producer_snapshot::read_snapshot;
 use rillet_core::log::{
     read_offset_checkpoint as core_read_cp, write_offset_checkpoint as core_write_cp,
-    BatchMetadata as CoreBatchMetadata, CheckpointEntry, FetchDataInfo as CoreFetch,
+    AbortedTxn, AppendOrigin, BatchMetadata as CoreBatchMetadata, CheckpointEntry,
+    FetchDataInfo as CoreFetch,
     Log as CoreLog, LogAppendInfo as CoreAppendInfo, LogConfig as CoreConfig, OpenOptions,
     ProducerStateEntry as CoreProducerEntry, RecoveryInfo as CoreRecovery,
 };
@@ -324,7 +325,45 @@ impl RecoveryInfo {
     }
 }
 
-/// The result of a read: whole batches as file regions (Kafka's `FetchDataInfo`).
+/// An aborted transaction a read_committed fetch returns (Kafka's
+/// `FetchResponse.AbortedTransaction`): the consumer drops `producer_id`'s transactional
+/// batches from `first_offset` until that producer's ABORT marker.
+#[pyclass(module = "rillet._core", frozen, get_all, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct AbortedTransaction {
+    pub(crate) producer_id: i64,
+    pub(crate) first_offset: i64,
+}
+
+impl From<&AbortedTxn> for AbortedTransaction {
+    fn from(t: &AbortedTxn) -> Self {
+        AbortedTransaction {
+            producer_id: t.producer_id,
+            first_offset: t.first_offset,
+        }
+    }
+}
+
+#[pymethods]
+impl AbortedTransaction {
+    #[new]
+    fn new(producer_id: i64, first_offset: i64) -> Self {
+        AbortedTransaction {
+            producer_id,
+            first_offset,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "AbortedTransaction(producer_id={}, first_offset={})",
+            self.producer_id, self.first_offset
+        )
+    }
+}
+
+/// The result of a read: whole batches as file regions (Kafka's `FetchDataInfo`), and for a
+/// read_committed read the aborted transactions overlapping them.
 #[pyclass(module = "rillet._core", frozen)]
 pub struct FetchDataInfo {
     pub(crate) inner: CoreFetch,
@@ -356,6 +395,15 @@ impl FetchDataInfo {
     #[getter]
     fn size(&self) -> u64 {
         self.inner.size()
+    }
+    /// read_committed reads only: the aborted transactions overlapping the batches (None
+    /// for other reads).
+    #[getter]
+    fn aborted_transactions(&self) -> Option<Vec<AbortedTransaction>> {
+        self.inner
+            .aborted_transactions
+            .as_ref()
+            .map(|v| v.iter().map(AbortedTransaction::from).collect())
     }
     /// All regions' bytes, read into one `bytes` with the GIL released.
     fn read_all<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
@@ -661,7 +709,11 @@ impl Log {
     }
 
     /// Append producer batches: validated whole, offsets assigned, `leader_epoch` stamped.
-    #[pyo3(signature = (records, leader_epoch = 0, *, now_ms = None, allow_control = false))]
+    /// `origin` is "client", or "coordinator" for a coordinator of this broker (Kafka's
+    /// `AppendOrigin.COORDINATOR`: the producer epoch is checked, sequences are not, so a
+    /// transactional batch without a sequence is accepted).
+    #[pyo3(signature = (records, leader_epoch = 0, *, now_ms = None, allow_control = false,
+        origin = "client"))]
     fn append_as_leader(
         &self,
         py: Python<'_>,
@@ -669,12 +721,22 @@ impl Log {
         leader_epoch: i32,
         now_ms: Option<i64>,
         allow_control: bool,
+        origin: &str,
     ) -> PyResult<LogAppendInfo> {
+        let origin = match origin {
+            "client" => AppendOrigin::Client,
+            "coordinator" => AppendOrigin::Coordinator,
+            other => {
+                return Err(invalid_request(format!(
+                    "origin must be 'client' or 'coordinator', got {other:?}"
+                )))
+            }
+        };
         let now = now_ms.unwrap_or_else(self::now_ms);
         let records = records.as_slice();
         Ok(self
             .with_for(py, records.len(), |l| {
-                l.append_as_leader(records, leader_epoch, now, allow_control)
+                l.append_as_leader(records, leader_epoch, now, allow_control, origin)
             })?
             .into())
     }
@@ -695,8 +757,11 @@ impl Log {
     }
 
     /// Whole batches from `offset`, up to `max_bytes` (one batch at least with
-    /// `min_one_batch`), none whose last offset reaches `max_offset`.
-    #[pyo3(signature = (offset, max_bytes, *, max_offset = None, min_one_batch = true))]
+    /// `min_one_batch`), none whose last offset reaches `max_offset`. With `read_committed`
+    /// (the caller passes the last stable offset as `max_offset`) the result also lists the
+    /// aborted transactions overlapping the batches.
+    #[pyo3(signature = (offset, max_bytes, *, max_offset = None, min_one_batch = true,
+        read_committed = false))]
     fn read(
         &self,
         py: Python<'_>,
@@ -704,6 +769,7 @@ impl Log {
         max_bytes: i64,
         max_offset: Option<i64>,
         min_one_batch: bool,
+        read_committed: bool,
     ) -> PyResult<FetchDataInfo> {
         if max_bytes < 0 {
             return Err(invalid_request(format!(
@@ -711,9 +777,53 @@ impl Log {
             )));
         }
         let inner = self.with_gil(py, |l| {
-            l.read(offset, max_bytes as u64, max_offset, min_one_batch)
+            if read_committed {
+                l.read_committed(offset, max_bytes as u64, max_offset, min_one_batch)
+            } else {
+                l.read(offset, max_bytes as u64, max_offset, min_one_batch)
+            }
         })?;
         Ok(FetchDataInfo { inner })
+    }
+
+    /// The first offset of the oldest transaction still open, or whose marker the high
+    /// watermark has not passed yet (Kafka's `firstUnstableOffset`); None when there is none.
+    #[getter]
+    fn first_unstable_offset(&self, py: Python<'_>) -> PyResult<Option<i64>> {
+        self.with_gil(py, |l| Ok(l.first_unstable_offset()))
+    }
+
+    /// The last stable offset given the partition's high watermark: min(first unstable
+    /// offset, high watermark). Read_committed fetches read below it. Also records the high
+    /// watermark (see `update_high_watermark`).
+    fn last_stable_offset(&self, py: Python<'_>, high_watermark: i64) -> PyResult<i64> {
+        self.with_gil(py, |l| {
+            l.update_high_watermark(high_watermark);
+            Ok(l.last_stable_offset(high_watermark))
+        })
+    }
+
+    /// The partition's high watermark moved: completed transactions whose marker is below it
+    /// stop holding the last stable offset back (Kafka's `onHighWatermarkUpdated`).
+    fn update_high_watermark(&self, py: Python<'_>, high_watermark: i64) -> PyResult<()> {
+        self.with_gil(py, |l| {
+            l.update_high_watermark(high_watermark);
+            Ok(())
+        })
+    }
+
+    /// The aborted transactions overlapping `[start_offset, upper_bound_offset)`, from the
+    /// segments' `.txnindex` files (Kafka's `collectAbortedTransactions`), in marker order.
+    fn collect_aborted_transactions(
+        &self,
+        py: Python<'_>,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> PyResult<Vec<AbortedTransaction>> {
+        let found = self.with_gil(py, |l| {
+            Ok(l.collect_aborted_transactions(start_offset, upper_bound_offset))
+        })?;
+        Ok(found.iter().map(AbortedTransaction::from).collect())
     }
 
     /// ListOffsets by timestamp: the first record at or after `timestamp`; -2 earliest, -1
@@ -918,6 +1028,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LogAppendInfo>()?;
     m.add_class::<RecoveryInfo>()?;
     m.add_class::<FetchDataInfo>()?;
+    m.add_class::<AbortedTransaction>()?;
     m.add_class::<SegmentInfo>()?;
     m.add_class::<Log>()?;
     m.add_class::<TimestampAndOffset>()?;

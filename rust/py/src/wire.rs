@@ -11,7 +11,7 @@ use crate::accumulator::ClosedBatch;
 use crate::bytes::new_bytes;
 use crate::errors::IntoPyResult;
 use crate::gil;
-use crate::log::FetchDataInfo;
+use crate::log::{AbortedTransaction, FetchDataInfo};
 
 /// (topic, [(partition, [batch, ...])]) as Python passes it.
 type TopicBatches = (String, Vec<(i32, Vec<Py<ClosedBatch>>)>);
@@ -152,6 +152,16 @@ fn encode_fetch_response<'py>(
                             last_stable_offset: p.last_stable_offset,
                             log_start_offset: p.log_start_offset,
                             diverging_epoch: p.diverging_epoch,
+                            // A read_committed read lists the aborted transactions it
+                            // overlaps (Kafka's FetchResponse.AbortedTransaction).
+                            aborted_transactions: p
+                                .records
+                                .as_ref()
+                                .and_then(|d| d.get().inner.aborted_transactions.as_ref())
+                                .map(|v| {
+                                    v.iter().map(|t| (t.producer_id, t.first_offset)).collect()
+                                })
+                                .unwrap_or_default(),
                             preferred_read_replica: p.preferred_read_replica,
                             record_batches: 0..p
                                 .records
@@ -189,8 +199,8 @@ fn encode_fetch_response<'py>(
 
 /// One partition of a fetch response as the consumer reads it: its result, and where its
 /// record batches are in the response's bytes (`records_start..records_end`; decode them
-/// with `decode_consumer_records`), and the offset after its last complete batch (-1 when
-/// it has none).
+/// with `decode_consumer_records`), the aborted transactions they overlap (read_committed),
+/// and the offset after its last complete batch (-1 when it has none).
 #[pyclass(module = "rillet._core", frozen, get_all)]
 pub struct FetchedPartitionView {
     topic: Py<PyString>,
@@ -202,6 +212,7 @@ pub struct FetchedPartitionView {
     log_start_offset: i64,
     /// (epoch, end offset) when a fetching follower's log diverged from the leader's.
     diverging_epoch: Option<(i32, i64)>,
+    aborted_transactions: Vec<AbortedTransaction>,
     records_start: usize,
     records_end: usize,
     next_offset: i64,
@@ -259,6 +270,14 @@ fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<FetchResponseV
                 last_stable_offset: p.last_stable_offset,
                 log_start_offset: p.log_start_offset,
                 diverging_epoch: p.diverging_epoch,
+                aborted_transactions: p
+                    .aborted_transactions
+                    .iter()
+                    .map(|&(producer_id, first_offset)| AbortedTransaction {
+                        producer_id,
+                        first_offset,
+                    })
+                    .collect(),
                 records_start: p.record_batches.start,
                 records_end: p.record_batches.end,
                 next_offset: next_offset_after(&data[p.record_batches.clone()]).unwrap_or(-1),
