@@ -38,10 +38,7 @@ impl AbortedTransactionFilter {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "AbortedTransactionFilter(empty={})",
-            self.inner.is_empty()
-        )
+        format!("AbortedTransactionFilter(empty={})", self.inner.is_empty())
     }
 }
 
