@@ -6,9 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rillet_core::log::producer_snapshot::read_snapshot;
 use rillet_core::log::{
-    read_offset_checkpoint as core_read_cp, write_offset_checkpoint as core_write_cp,
-    AbortedTxn, AppendOrigin, BatchMetadata as CoreBatchMetadata, CheckpointEntry,
-    FetchDataInfo as CoreFetch,
+    read_offset_checkpoint as core_read_cp, write_offset_checkpoint as core_write_cp, AbortedTxn,
+    AppendOrigin, BatchMetadata as CoreBatchMetadata, CheckpointEntry, FetchDataInfo as CoreFetch,
     Log as CoreLog, LogAppendInfo as CoreAppendInfo, LogConfig as CoreConfig, OpenOptions,
     ProducerStateEntry as CoreProducerEntry, RecoveryInfo as CoreRecovery,
 };
