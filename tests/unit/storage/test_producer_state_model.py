@@ -17,9 +17,10 @@ and Kafka's rules (``ProducerStateManager``, ``ProducerAppendInfo``):
   new segment's base) and at close (at the log end);
 * opening deletes the snapshots past the log end and the stray ones (not at a segment
   base) but the latest stray past the last base, loads the latest (leaving out expired
-  producers) and replays the batches after it, writing a snapshot at each of the last two
-  segment bases it passes and one at the log end if it replayed anything; a clean open
-  without any snapshot replays the last two segments only;
+  producers) at or below the log end, or after a crash at or below the first segment
+  recovery re-read (every one here), and replays the batches after it, writing a snapshot
+  at each of the last two segment bases it passes and one at the log end if it replayed
+  anything; a clean open without any snapshot replays the last two segments only;
 * truncation keeps an empty state empty; otherwise it deletes the snapshots past the new
   end, reloads the latest and replays from it (a snapshot at the end if it replayed).
 
@@ -374,6 +375,10 @@ class ProducerStateMachine(RuleBasedStateMachine):
 
     def model_open(self, *, clean: bool) -> None:
         end = self.end
+        # An unclean open re-reads every segment from the recovery point (0 here), so the
+        # state is rebuilt from a snapshot at or below the first of them (Kafka's
+        # LogLoader.recoverSegment), which also rebuilds their transaction indexes.
+        load_below = end if clean else min(self.bases[0], end)
         self.snapshots = {o: s for o, s in self.snapshots.items() if o <= end}
         strays = sorted(o for o in self.snapshots if o not in self.bases)
         for o in strays[:-1]:
@@ -381,16 +386,17 @@ class ProducerStateMachine(RuleBasedStateMachine):
         if strays and strays[-1] < self.bases[-1]:
             del self.snapshots[strays[-1]]
         last_two = self.bases[-2:]
-        if self.snapshots:
-            start = max(self.snapshots)
+        usable = [o for o in self.snapshots if o <= load_below]
+        if usable:
+            start = max(usable)
             self.state = {
                 pid: replace(e, batches=list(e.batches))
                 for pid, e in self.snapshots[start].items()
                 if not expired(e, self.now)
             }
-        elif clean:
+        elif clean and not self.snapshots:
             # No snapshot at all after a clean shutdown: only the last two segments.
-            start = min(max(last_two[0], 0), end)
+            start = min(max(last_two[0], 0), load_below, end)
             self.state = {}
             if start > 0:
                 self.snapshots[start] = {}
