@@ -70,7 +70,7 @@ from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_cleaner import LogCleanerConfig
-from rillet.storage.log_manager import LogManager
+from rillet.storage.log_manager import LogManager, ProducerStateConfig
 
 __all__ = ["RilletServer"]
 
@@ -255,6 +255,7 @@ class RilletServer:
             broker_config=cfg.topic_synonyms,
             clock=self.clock,
             cleaner_config=LogCleanerConfig.from_broker_config(cfg.values),
+            producer_state_config=ProducerStateConfig.from_broker_config(cfg.values),
         )
         self.log_manager.startup()
         life = BrokerLifecycle(
