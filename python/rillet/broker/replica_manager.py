@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rillet import errors
-from rillet._core import FetchDataInfo
+from rillet._core import AbortedTransaction, FetchDataInfo
 from rillet.broker.alter_partition import AlterPartitionManager
 from rillet.broker.partition import NO_TOPIC_ID, Partition
 from rillet.broker.purgatory import Purgatory
@@ -40,6 +40,7 @@ _log = logging.getLogger(__name__)
 __all__ = [
     "FetchPartition",
     "FetchedPartition",
+    "ListOffsetsPartitions",
     "ListedOffset",
     "ProducedPartition",
     "ReplicaManager",
@@ -63,6 +64,10 @@ class FetchPartition:
     max_bytes: int
     current_leader_epoch: int | None = None
     last_fetched_epoch: int | None = None
+    # The request's isolation level is READ_COMMITTED (Kafka's FetchIsolation.TXN_COMMITTED):
+    # a consumer reads below the last stable offset and is told the aborted transactions.
+    # Ignored for followers, which read to the log end.
+    read_committed: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,32 @@ class FetchedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # With read_committed, ``data.aborted_transactions`` lists the aborted transactions
+    # overlapping its batches.
     data: FetchDataInfo | None = None
     diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
         return self.data.size if self.data is not None else 0
+
+    @property
+    def aborted_transactions(self) -> list[AbortedTransaction] | None:
+        """read_committed only: what the consumer must drop (None otherwise)."""
+        return self.data.aborted_transactions if self.data is not None else None
+
+
+class ListOffsetsPartitions(dict[TopicPartition, int]):
+    """A ListOffsets request's partitions, each with its wanted timestamp, and the request's
+    isolation level: with ``read_committed`` the latest offset is the last stable offset, and
+    no timestamp lookup answers an offset at or past it (Kafka's ``fetchOffsetForTimestamp``).
+    A plain mapping reads uncommitted."""
+
+    def __init__(
+        self, wanted: Mapping[TopicPartition, int] | None = None, *, read_committed: bool = False
+    ) -> None:
+        super().__init__(wanted or {})
+        self.read_committed = read_committed
 
 
 @dataclass(frozen=True)
@@ -366,25 +391,45 @@ class ReplicaManager:
     ) -> dict[TopicPartition, FetchedPartition]:
         """One fetch's reads, now, without waiting (what :meth:`fetch` does before and while
         it long-polls). A follower's fetch (``replica_id`` >= 0) records its position unless
-        ``record_follower`` is false."""
+        ``record_follower`` is false. A consumer's read_committed fetch reads below the last
+        stable offset, with the aborted transactions overlapping what it returns; every
+        answer reports the partition's last stable offset."""
         now = self.clock()
         out: dict[TopicPartition, FetchedPartition] = {}
         budget = max_bytes
         for tp, req in requests.items():
             try:
                 p = self._leader(tp)
+                read_committed = req.read_committed and replica_id < 0
+                limit = min(req.max_bytes, max(budget, 0))
+                min_one_batch = budget == max_bytes
+                # The partition checks leadership, epochs and divergence and reads below the
+                # high watermark; a read_committed read is bounded by the LSO instead, so
+                # the partition reads nothing here and the log is read below.
                 r = p.fetch(
                     req.fetch_offset,
-                    min(req.max_bytes, max(budget, 0)),
+                    0 if read_committed else limit,
                     replica_id=replica_id,
                     current_leader_epoch=req.current_leader_epoch,
                     last_fetched_epoch=req.last_fetched_epoch,
-                    min_one_batch=budget == max_bytes,
+                    min_one_batch=min_one_batch and not read_committed,
                 )
                 follower = replica_id >= 0 and record_follower and r.diverging_epoch is None
                 if follower and p.update_follower_fetch_state(replica_id, req.fetch_offset, now):
                     self.produce_purgatory.check_and_complete(tp)
                     self.fetch_purgatory.check_and_complete(tp)
+                data = r.data
+                # After a follower's fetch moved it: the newest HW, and the LSO below it.
+                hw = p.high_watermark
+                lso = p.log.last_stable_offset(hw)
+                if read_committed and r.diverging_epoch is None:
+                    data = p.log.read(
+                        req.fetch_offset,
+                        limit,
+                        max_offset=lso,
+                        min_one_batch=min_one_batch,
+                        read_committed=True,
+                    )
             except KafkaError as e:
                 p_any = self.partitions.get(tp)
                 out[tp] = FetchedPartition(
@@ -393,14 +438,12 @@ class ReplicaManager:
                     log_start_offset=p_any.log.log_start_offset if p_any else -1,
                 )
                 continue
-            # After a follower's fetch moved it: the follower learns the newest HW.
-            hw = p.high_watermark
             fetched = FetchedPartition(
                 None,
                 hw,
-                hw,
+                lso,
                 r.log_start_offset,
-                r.data,
+                data,
                 r.diverging_epoch,
             )
             budget -= fetched.size
@@ -412,15 +455,25 @@ class ReplicaManager:
     def list_offsets(
         self, requests: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, ListedOffset]:
-        """ListOffsets: -2 earliest, -1 latest (the high watermark), -3 the max timestamp, or
-        the first offset whose timestamp is at or after the given one."""
+        """ListOffsets: -2 earliest, -1 latest (the high watermark; the last stable offset
+        for a read_committed :class:`ListOffsetsPartitions`), -3 the max timestamp, or the
+        first offset whose timestamp is at or after the given one (read_committed: none at
+        or past the last stable offset)."""
+        read_committed = isinstance(requests, ListOffsetsPartitions) and requests.read_committed
         out: dict[TopicPartition, ListedOffset] = {}
         for tp, timestamp in requests.items():
             try:
                 p = self._leader(tp)
                 if timestamp < -3:
                     raise errors.InvalidRequestError(f"invalid timestamp {timestamp}")
-                found = p.offset_for_timestamp(timestamp)
+                found = p.offset_for_timestamp(timestamp, isolation_committed=read_committed)
+                if found is not None and read_committed:
+                    lso = p.log.last_stable_offset(p.high_watermark)
+                    ts, offset, epoch = found
+                    if timestamp == -1:
+                        found = (ts, min(offset, lso), epoch)
+                    elif timestamp != -2 and offset >= lso:
+                        found = None
             except KafkaError as e:
                 out[tp] = ListedOffset(e)
                 continue

@@ -12,13 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rillet._core import (
+    AbortedTransaction,
     FetchResponsePartition,
     decode_batches,
     decode_fetch_response,
     encode_fetch_response,
 )
 from rillet.broker.replica_fetcher import LeaderFetchResult, ReplicaFetchRequest
-from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ListedOffset
+from rillet.broker.replica_manager import (
+    FetchedPartition,
+    FetchPartition,
+    ListedOffset,
+    ListOffsetsPartitions,
+)
 from rillet.errors import KafkaError
 from rillet.protocol.errors import error_from_wire, error_to_wire, set_error
 from rillet.protocol.gen.v1 import common_pb2, fetch_pb2
@@ -57,6 +63,11 @@ class FetchQuery:
 
 
 def fetch_request_from_pb(request: fetch_pb2.FetchRequest) -> FetchQuery:
+    replica_id = request.replica_id if request.HasField("replica_id") else -1
+    # Followers read to the log end whatever the request says.
+    read_committed = (
+        request.isolation_level == fetch_pb2.ISOLATION_LEVEL_READ_COMMITTED and replica_id < 0
+    )
     wanted: dict[TopicPartition, FetchPartition] = {}
     for topic in request.topics:
         for p in topic.partitions:
@@ -65,10 +76,11 @@ def fetch_request_from_pb(request: fetch_pb2.FetchRequest) -> FetchQuery:
                 p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
                 p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
                 p.last_fetched_epoch if p.HasField("last_fetched_epoch") else None,
+                read_committed=read_committed,
             )
     return FetchQuery(
         wanted,
-        replica_id=request.replica_id if request.HasField("replica_id") else -1,
+        replica_id=replica_id,
         max_wait_ms=max(request.max_wait_ms, 0),
         min_bytes=max(request.min_bytes, 1),
         max_bytes=request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
@@ -80,7 +92,8 @@ def fetch_response_bytes(
     wanted: Mapping[TopicPartition, FetchPartition],
     results: Mapping[TopicPartition, FetchedPartition],
 ) -> bytes:
-    """The FetchResponse's wire bytes, partitions in the request's order."""
+    """The FetchResponse's wire bytes, partitions in the request's order. A read_committed
+    read's aborted transactions go with its records (``aborted_transactions``)."""
     topics: dict[str, list[FetchResponsePartition]] = {}
     for tp in wanted:
         r = results[tp]
@@ -171,15 +184,41 @@ def structured_fetch_response(
             continue
         if r.diverging_epoch is not None:
             part.diverging_epoch.epoch, part.diverging_epoch.end_offset = r.diverging_epoch
+        aborted = r.aborted_transactions
+        if aborted:
+            part.aborted_transactions.extend(
+                fetch_pb2.FetchResponse.AbortedTransaction(
+                    producer_id=t.producer_id, first_offset=t.first_offset
+                )
+                for t in aborted
+            )
         if r.data is not None and r.data.size:
-            part.records.extend(structured_records(r.data.read_all(), req.fetch_offset))
+            part.records.extend(structured_records(r.data.read_all(), req.fetch_offset, aborted))
     return response
 
 
-def structured_records(data: bytes, from_offset: int) -> list[common_pb2.Record]:
-    """Decoded records at or after ``from_offset`` from fetched batch bytes."""
+def structured_records(
+    data: bytes, from_offset: int, aborted: list[AbortedTransaction] | None = None
+) -> list[common_pb2.Record]:
+    """Decoded records at or after ``from_offset`` from fetched batch bytes; with the
+    ``aborted`` transactions of a read_committed read, their batches left out (for clients
+    that do not parse batches, the broker applies the consumer's rule: Kafka's
+    CompletedFetch)."""
     out: list[common_pb2.Record] = []
+    # (first offset, producer id) of aborted transactions not reached yet; producers inside
+    # one. Per batch, not per record.
+    pending = sorted(((t.first_offset, t.producer_id) for t in aborted or ()), reverse=True)
+    open_aborted: set[int] = set()
     for batch in decode_batches(data, allow_partial=True):
+        if pending or open_aborted:
+            while pending and pending[-1][0] <= batch.last_offset:
+                open_aborted.add(pending.pop()[1])
+            if batch.is_control:
+                if batch.records and _is_abort_marker(batch.records[0].key):
+                    open_aborted.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in open_aborted:
+                continue
         ts_type = (
             common_pb2.TIMESTAMP_TYPE_LOG_APPEND_TIME
             if batch.timestamp_type == "LogAppendTime"
@@ -203,15 +242,27 @@ def structured_records(data: bytes, from_offset: int) -> list[common_pb2.Record]
     return out
 
 
+def _is_abort_marker(key: bytes | None) -> bool:
+    """A control record key of type ABORT (version int16, type int16: 0 is ABORT)."""
+    return key is not None and len(key) >= 4 and key[2:4] == b"\x00\x00"
+
+
 def list_offsets_request_from_pb(
     request: fetch_pb2.ListOffsetsRequest,
-) -> dict[TopicPartition, int]:
-    """Each partition's wanted timestamp (-2 earliest, -1 latest, -3 max timestamp)."""
-    return {
-        TopicPartition(t.name, p.partition): p.timestamp_ms
-        for t in request.topics
-        for p in t.partitions
-    }
+) -> ListOffsetsPartitions:
+    """Each partition's wanted timestamp (-2 earliest, -1 latest, -3 max timestamp), and the
+    request's isolation level (a replica's request reads uncommitted)."""
+    replica_id = request.replica_id if request.HasField("replica_id") else -1
+    return ListOffsetsPartitions(
+        {
+            TopicPartition(t.name, p.partition): p.timestamp_ms
+            for t in request.topics
+            for p in t.partitions
+        },
+        read_committed=(
+            request.isolation_level == fetch_pb2.ISOLATION_LEVEL_READ_COMMITTED and replica_id < 0
+        ),
+    )
 
 
 def list_offsets_response(

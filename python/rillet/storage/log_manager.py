@@ -431,8 +431,14 @@ class LogManager:
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Write ``replication-offset-checkpoint`` in every log dir for the partitions it
-        holds (Kafka's HighwaterMarkCheckpoint)."""
+        holds (Kafka's HighwaterMarkCheckpoint). Each log also learns its high watermark, so
+        a follower forgets the completed transactions below it (they would otherwise only
+        be forgotten at the next retention pass)."""
         self._high_watermarks.update(high_watermarks)
+        for tp, hw in high_watermarks.items():
+            m = self._logs.get(tp)
+            if m is not None and not m.log.closed:
+                m.log.update_high_watermark(hw)
         for d in self._dirs:
             write_offset_checkpoint(
                 d / REPLICATION_OFFSET_CHECKPOINT,
