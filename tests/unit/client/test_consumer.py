@@ -19,6 +19,7 @@ from rillet.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from rillet.protocol.gen.v1 import fetch_pb2
 from tests.support.mini_broker import MiniBroker
 
 T0 = TopicPartition("t", 0)
@@ -322,10 +323,12 @@ def test_fetching_ahead_reads_every_record_once_and_a_seek_drops_what_was_ahead(
 @pytest.mark.parametrize(
     "config", [{"isolation_level": "read_committed"}, {"isolation.level": "READ_COMMITTED"}]
 )
-def test_read_committed_is_refused_until_transactions_exist(config: dict[str, object]) -> None:
-    with pytest.raises(InvalidConfigurationError) as info:
-        Consumer({"bootstrap.servers": "localhost:9092", **config})
-    assert "for configuration isolation.level: transactions are not supported yet" in (
-        info.value.message
-    )
-    Consumer(bootstrap_servers="localhost:9092", isolation_level="read_uncommitted").close()
+def test_read_committed_fetches_and_lists_offsets_read_committed(
+    config: dict[str, object],
+) -> None:
+    c = Consumer({"bootstrap.servers": "localhost:9092", **config})
+    assert c._fetcher.isolation_level == fetch_pb2.ISOLATION_LEVEL_READ_COMMITTED
+    c.close()
+    c = Consumer(bootstrap_servers="localhost:9092", isolation_level="read_uncommitted")
+    assert c._fetcher.isolation_level == fetch_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED
+    c.close()

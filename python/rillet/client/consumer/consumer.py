@@ -8,6 +8,11 @@ response ahead and decodes in Rust. ``poll()`` hands out buffered records first,
 for fetches. A partition without a position is reset by ``auto_offset_reset`` (``earliest``,
 ``latest``, or ``none``: :class:`~rillet.errors.NoOffsetForPartitionError`).
 
+``isolation_level="read_committed"`` reads transactional topics as Kafka's consumer does:
+fetches stop at the last stable offset, and the records of aborted transactions are dropped
+(in Rust, as batches are decoded); control records are never returned. The default,
+``read_uncommitted``, returns every record but control records.
+
 Not thread safe, like kafka-python's consumer: use one thread per consumer (``wakeup()`` is
 the exception: it may be called from another thread).
 """
@@ -130,12 +135,6 @@ class Consumer:
                 f"Invalid value {c['isolation_level']} for configuration isolation.level: "
                 "String must be one of: read_uncommitted, read_committed"
             )
-        if isolation == "read_committed":
-            raise InvalidConfigurationError(
-                f"Invalid value {c['isolation_level']} for configuration isolation.level: "
-                "transactions are not supported yet, so read_committed would read exactly "
-                "what read_uncommitted reads; use read_uncommitted"
-            )
         for name in (
             "fetch_min_bytes",
             "fetch_max_wait_ms",
@@ -167,7 +166,11 @@ class Consumer:
             c,
             self._cluster,
             self._subscriptions,
-            isolation_level=fetch_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED,
+            isolation_level=(
+                fetch_pb2.ISOLATION_LEVEL_READ_COMMITTED
+                if isolation == "read_committed"
+                else fetch_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED
+            ),
             reset_default=_RESET.get(reset),
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
@@ -309,7 +312,9 @@ class Consumer:
         return {tp: r[0] for tp, r in found.items()}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The high watermark (the offset after the last committed record) of each."""
+        """The high watermark (the offset after the last committed record) of each; with
+        ``isolation_level="read_committed"``, the last stable offset (Kafka's
+        ``endOffsets``: below it no transaction is open)."""
         found = self._fetcher.list_offsets({TopicPartition(*tp): LATEST for tp in partitions})
         return {tp: r[0] for tp, r in found.items()}
 

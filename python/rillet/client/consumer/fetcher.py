@@ -6,7 +6,9 @@ carrying every such partition, as a long poll (``fetch_min_bytes``, ``fetch_max_
 Each partition fetches one response ahead of its position, so the network round trip
 overlaps the caller's processing. Fetched RecordBatch v2 bytes are read in place, CRC-checked
 (``check_crcs``) and decoded into :class:`~rillet._core.ConsumerRecord` objects in Rust, a
-poll's worth at a time. ListOffsets answers position resets and offset lookups.
+poll's worth at a time; with ``isolation_level`` READ_COMMITTED, fetches stop at the last
+stable offset and the records of the aborted transactions each response lists are dropped
+as they are decoded. ListOffsets answers position resets and offset lookups.
 
 A fetch answered OFFSET_OUT_OF_RANGE resets the partition by ``auto_offset_reset``;
 leadership errors (FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH among them: each fetch names
@@ -30,7 +32,7 @@ from typing import Any
 
 import grpc
 
-from rillet._core import ConsumerRecord, decode_consumer_records
+from rillet._core import AbortedTransactionFilter, ConsumerRecord, decode_consumer_records
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.consumer.subscription import PartitionState, SubscriptionState
 from rillet.errors import (
@@ -221,10 +223,13 @@ class Fetcher:
                 continue
             taken = state.records[state.index : state.index + limit]
             state.index += len(taken)
+            state.position = taken[-1].offset + 1
             if state.index >= len(state.records):
+                # Past the decoded batches' skipped tail too (control batches, aborted
+                # transactions): the next fetch starts after it, so must the position.
+                state.position = max(state.position, state.records_next_offset)
                 state.records = []
                 state.index = 0
-            state.position = taken[-1].offset + 1
             if taken[-1].leader_epoch is not None:
                 state.last_epoch = taken[-1].leader_epoch
             limit -= len(taken)
@@ -245,7 +250,7 @@ class Fetcher:
             if state.raw_pos >= state.raw_end:
                 if not state.fetched:
                     break
-                state.raw, state.raw_pos, state.raw_end = state.fetched.popleft()
+                state.raw, state.raw_pos, state.raw_end, state.raw_aborted = state.fetched.popleft()
             try:
                 decoded = decode_consumer_records(
                     state.raw,
@@ -256,6 +261,7 @@ class Fetcher:
                     start=state.raw_pos,
                     end=state.raw_end,
                     max_records=limit,
+                    aborted=state.raw_aborted,
                 )
             except CorruptRecordError as e:
                 state.clear()
@@ -270,10 +276,11 @@ class Fetcher:
             records = decoded.records
             if records:
                 state.records, state.index = records, 0
+                state.records_next_offset = decoded.next_offset
                 return True
             # Only control batches (or records below the position): skip past them.
             state.position = max(state.position, decoded.next_offset)
-        state.raw, state.raw_pos, state.raw_end = b"", 0, 0
+        state.raw, state.raw_pos, state.raw_end, state.raw_aborted = b"", 0, 0, None
         return False
 
     # -- fetches ---------------------------------------------------------------------------
@@ -414,7 +421,14 @@ class Fetcher:
                 continue
             state.high_watermark = p.high_watermark
             if p.records_end > p.records_start:
-                state.add_fetched(data, p.records_start, p.records_end, p.next_offset)
+                # read_committed: the aborted transactions the batches overlap (Kafka's
+                # CompletedFetch), dropped in Rust as they are decoded.
+                aborted = (
+                    AbortedTransactionFilter(p.aborted_transactions)
+                    if p.aborted_transactions
+                    else None
+                )
+                state.add_fetched(data, p.records_start, p.records_end, p.next_offset, aborted)
         if stale_metadata:
             with contextlib.suppress(KafkaError):
                 self.cluster.refresh(stale_metadata)

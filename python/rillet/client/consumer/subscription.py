@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from rillet._core import ConsumerRecord
+from rillet._core import AbortedTransactionFilter, ConsumerRecord
 from rillet.errors import IllegalStateError
 from rillet.types import TopicPartition
 
@@ -35,14 +35,21 @@ class PartitionState:
     paused: bool = False
     records: list[ConsumerRecord] = field(default_factory=list)
     index: int = 0  # records[index:] are not handed out yet
+    # The offset after the batches `records` were decoded from: once they are all handed
+    # out the position moves there, past any batch they skipped at the end.
+    records_next_offset: int = -1
     # Fetched batch bytes not decoded yet: raw[raw_pos:raw_end] (raw is the whole fetch
-    # response, read in place), then each (response, start, end) in `fetched`. Batches are
-    # decoded a poll's worth at a time, as highly compressed batches can expand a
-    # thousandfold.
+    # response, read in place), then each (response, start, end, aborted) in `fetched`.
+    # Batches are decoded a poll's worth at a time, as highly compressed batches can expand
+    # a thousandfold. A read_committed response's aborted transactions come as a filter
+    # (raw_aborted for raw), whose state carries across the decodes of that response.
     raw: bytes = b""
     raw_pos: int = 0
     raw_end: int = 0
-    fetched: deque[tuple[bytes, int, int]] = field(default_factory=deque)
+    raw_aborted: AbortedTransactionFilter | None = None
+    fetched: deque[tuple[bytes, int, int, AbortedTransactionFilter | None]] = field(
+        default_factory=deque
+    )
     # Where the next fetch starts: after the last batch buffered (None: at the position).
     fetch_offset: int | None = None
     generation: int = 0
@@ -63,8 +70,8 @@ class PartitionState:
 
     def clear(self) -> None:
         """Drop everything buffered or in flight (the position moved)."""
-        self.records, self.index = [], 0
-        self.raw, self.raw_pos, self.raw_end = b"", 0, 0
+        self.records, self.index, self.records_next_offset = [], 0, -1
+        self.raw, self.raw_pos, self.raw_end, self.raw_aborted = b"", 0, 0, None
         self.fetched.clear()
         self.fetch_offset = None
         self.generation += 1
@@ -76,11 +83,18 @@ class PartitionState:
         self.last_epoch = None
         self.clear()
 
-    def add_fetched(self, data: bytes, start: int, end: int, next_offset: int) -> None:
+    def add_fetched(
+        self,
+        data: bytes,
+        start: int,
+        end: int,
+        next_offset: int,
+        aborted: AbortedTransactionFilter | None = None,
+    ) -> None:
         if self.raw_pos < self.raw_end:
-            self.fetched.append((data, start, end))
+            self.fetched.append((data, start, end, aborted))
         else:
-            self.raw, self.raw_pos, self.raw_end = data, start, end
+            self.raw, self.raw_pos, self.raw_end, self.raw_aborted = data, start, end, aborted
         if next_offset >= 0:
             self.fetch_offset = next_offset
 
