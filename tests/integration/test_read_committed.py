@@ -137,7 +137,7 @@ def raw_fetch(
     return part
 
 
-def list_latest(broker: MiniBroker, isolation: int) -> int:
+def list_latest(broker: MiniBroker, isolation: int, timestamp: int = -1) -> int:
     with grpc.insecure_channel(broker.bootstrap) as channel:
         response = fetch_pb2_grpc.FetchServiceStub(channel).ListOffsets(
             fetch_pb2.ListOffsetsRequest(
@@ -146,7 +146,9 @@ def list_latest(broker: MiniBroker, isolation: int) -> int:
                     fetch_pb2.ListOffsetsRequest.Topic(
                         name=TOPIC,
                         partitions=[
-                            fetch_pb2.ListOffsetsRequest.Partition(partition=0, timestamp_ms=-1)
+                            fetch_pb2.ListOffsetsRequest.Partition(
+                                partition=0, timestamp_ms=timestamp
+                            )
                         ],
                     )
                 ],
@@ -263,6 +265,27 @@ def test_a_consumer_waiting_at_the_lso_gets_the_records_once_the_transaction_end
         assert got == ["before", "during", "after"]
         # Past the ABORT marker: its offset was consumed without a record.
         assert c.position(TP) == 6
+
+
+def test_a_timestamp_lookup_read_committed_answers_nothing_past_the_lso(
+    broker: MiniBroker,
+) -> None:
+    w = Writer(broker)
+    w.plain("early")  # 0, at NOW
+    w.txn(4, "open")  # 1, at NOW
+    b = BatchBuilder()
+    b.append(NOW + 1000, None, b"late")
+    w._append(b.build())  # 2, at NOW + 1000
+    committed, uncommitted = (
+        fetch_pb2.ISOLATION_LEVEL_READ_COMMITTED,
+        fetch_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED,
+    )
+    assert list_latest(broker, committed, NOW) == 0
+    assert list_latest(broker, uncommitted, NOW + 1000) == 2
+    assert list_latest(broker, committed, NOW + 1000) == -1
+    assert list_latest(broker, committed, -2) == 0
+    w.end(4, commit=True)
+    assert list_latest(broker, committed, NOW + 1000) == 2
 
 
 def test_the_console_consumer_reads_committed(broker: MiniBroker) -> None:
