@@ -17,7 +17,7 @@ use std::path::Path;
 use common::{config, config_with, fixture, open_new, opts, read_all, reopen, snapshot, NOW, TS};
 use log_cleaner_common::{batches, cleaner, compacted_config, read_records};
 use rillet_core::log::producer_snapshot::list_snapshot_files;
-use rillet_core::log::AppendOrigin;
+use rillet_core::log::{AppendOrigin, NUM_BATCHES_TO_RETAIN};
 use rillet_core::log::{Log, LogAppendInfo, LogConfig, ProducerStateError, ProducerStateManager};
 use rillet_core::record::batch::validate_batch;
 use rillet_core::record::control::{ControlRecordType, EndTransactionMarker};
@@ -147,23 +147,26 @@ fn a_retry_is_answered_with_its_original_offsets_and_not_written() {
     assert_eq!(snapshot(&log), before);
     assert_eq!(log.epoch_cache().latest_epoch(), Some(0));
 
-    // Each of the last five batches is a duplicate, alone too.
-    for s in 2..5 {
-        lead(&mut log, &pbatch(1, 0, 5 + 2 * (s - 2), 2, TS));
+    // Each of the last NUM_BATCHES_TO_RETAIN batches is a duplicate, alone too.
+    let mut want = vec![(0, 3), (3, 2)];
+    for i in 2..NUM_BATCHES_TO_RETAIN as i32 {
+        let seq = 5 + 2 * (i - 2);
+        lead(&mut log, &pbatch(1, 0, seq, 2, TS));
+        want.push((seq, 2));
     }
-    let want = [(0, 3), (3, 2), (5, 2), (7, 2), (9, 2)];
-    for (i, &(seq, n)) in [(0, 3), (3, 2), (5, 2), (7, 2), (9, 2)].iter().enumerate() {
+    for (i, &(seq, n)) in want.iter().enumerate() {
         let info = lead(&mut log, &pbatch(1, 0, seq, n, TS));
-        let (base, len) = (want[i].0, want[i].1 as i64);
+        let base = i64::from(seq);
         assert_eq!(info.batch_base_offsets, Some(vec![base]), "batch {i}");
         assert_eq!(
             (info.first_offset, info.last_offset),
-            (base, base + len - 1)
+            (base, base + i64::from(n) - 1)
         );
     }
-    assert_eq!(log.log_end_offset(), 11);
-    // A sixth batch pushes the first out of the cache: its retry is now out of order.
-    lead(&mut log, &pbatch(1, 0, 11, 1, TS));
+    let end = log.log_end_offset();
+    assert_eq!(end, i64::from(want.last().unwrap().0) + 2);
+    // One more batch pushes the first out of the cache: its retry is now out of order.
+    lead(&mut log, &pbatch(1, 0, end as i32, 1, TS));
     let e = lead_err(&mut log, &pbatch(1, 0, 0, 3, TS));
     assert_eq!(kafka_name(&e), "OUT_OF_ORDER_SEQUENCE_NUMBER");
 }
@@ -451,9 +454,12 @@ fn reopening_after_a_crash_rebuilds_from_a_snapshot_below_the_recovered_segments
     };
     // Every segment from the recovery point (0) on was re-read, so the state is rebuilt
     // from a snapshot at or below the first of them (Kafka's LogLoader.recoverSegment; none
-    // here): the whole log is replayed, and each producer's last five batches are known.
-    assert_eq!(last_offsets(&log, 1), vec![22, 25, 28, 31, 33]);
-    assert_eq!(last_offsets(&log, 2), vec![20, 23, 26, 29, 34]);
+    // here): the whole log is replayed, and each producer's last batches are known.
+    let last = |all: &[i64]| all[all.len().saturating_sub(NUM_BATCHES_TO_RETAIN)..].to_vec();
+    let p1: Vec<i64> = (0..10).map(|s| 3 * s + 1).chain([31, 33]).collect();
+    let p2: Vec<i64> = (0..10).map(|s| 3 * s + 2).chain([34]).collect();
+    assert_eq!(last_offsets(&log, 1), last(&p1));
+    assert_eq!(last_offsets(&log, 2), last(&p2));
     assert_eq!(log.producer_state().map_end_offset(), end);
     // The replay ends in a snapshot at the log end.
     assert_eq!(snapshot_offsets(&f.dir), vec![30, 35]);
@@ -478,8 +484,8 @@ fn reopening_after_a_crash_rebuilds_from_a_snapshot_below_the_recovered_segments
     assert!(info.truncated_bytes > 0);
     assert_eq!(log.log_end_offset(), end - 1);
     assert_eq!(snapshot_offsets(&f.dir), vec![30, 34]);
-    assert_eq!(last_offsets(&log, 2), vec![17, 20, 23, 26, 29]);
-    assert_eq!(last_offsets(&log, 1), vec![22, 25, 28, 31, 33]);
+    assert_eq!(last_offsets(&log, 2), last(&p2[..p2.len() - 1]));
+    assert_eq!(last_offsets(&log, 1), last(&p1));
     // The lost batch is not a duplicate: the retry is written again.
     let info = lead(&mut log, &pbatch(2, 4, 10, 1, TS));
     assert_eq!(
@@ -513,7 +519,7 @@ fn a_log_without_any_snapshot_after_a_clean_shutdown_replays_its_last_two_segmen
     assert_eq!(p2.last_seq(), 29);
     assert_eq!(
         p2.batch_metadata.front().unwrap().first_offset(),
-        second_last.max(end - 5)
+        second_last.max(end - NUM_BATCHES_TO_RETAIN as i64)
     );
     // An empty snapshot where the replay started, one at the last segment, one at the end.
     assert_eq!(

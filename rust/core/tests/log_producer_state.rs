@@ -1,4 +1,4 @@
-//! Producer state (Kafka's `ProducerStateManager`): duplicate detection over the last five
+//! Producer state (Kafka's `ProducerStateManager`): duplicate detection over the last
 //! batches, sequence and epoch checks (KIP-360), expiry, the `.snapshot` file format byte by
 //! byte, snapshot selection and deletion, truncation, and a property test against a model.
 //!
@@ -16,6 +16,7 @@ use rillet_core::log::producer_snapshot::{
 use rillet_core::log::{
     snapshot_file, AppendOrigin, BatchMetadata, ProducerBatch, ProducerStateEntry,
     ProducerStateError, ProducerStateManager, Validation, DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    NUM_BATCHES_TO_RETAIN,
 };
 use rillet_core::record::{BatchBuilder, BatchHeader, Compression};
 use rillet_core::Error;
@@ -41,10 +42,11 @@ fn name(r: Result<Validation, ProducerStateError>) -> &'static str {
     }
 }
 
-/// Six batches of 3 records each: sequences 0..18 at offsets 100..118.
+/// One batch more than the cache keeps, of 3 records each: sequences from 0 at offsets
+/// from 100.
 fn six_batches() -> (ProducerStateManager, Vec<ProducerBatch>) {
     let mut s = ProducerStateManager::new();
-    let batches: Vec<_> = (0..6)
+    let batches: Vec<_> = (0..=NUM_BATCHES_TO_RETAIN as i32)
         .map(|i| batch(PID, 0, 3 * i, 100 + 3 * i as i64, 3))
         .collect();
     for b in &batches {
@@ -54,7 +56,7 @@ fn six_batches() -> (ProducerStateManager, Vec<ProducerBatch>) {
 }
 
 #[test]
-fn duplicates_of_each_of_the_last_five_batches_get_their_original_offsets() {
+fn duplicates_of_each_of_the_cached_batches_get_their_original_offsets() {
     let (s, batches) = six_batches();
     for b in &batches[1..] {
         // A retry arrives with new offsets assigned; the answer is the original ones.
@@ -67,13 +69,16 @@ fn duplicates_of_each_of_the_last_five_batches_get_their_original_offsets() {
             })
         );
     }
-    // The sixth-oldest fell out of the cache: it is now a sequence going backwards.
+    // The oldest fell out of the cache: it is now a sequence going backwards.
     let oldest = ProducerBatch::new(PID, 0, 0, 500, 502, TS, false);
     assert_eq!(name(s.validate(&oldest)), "OUT_OF_ORDER_SEQUENCE_NUMBER");
     // A batch overlapping but not equal to a cached one is no duplicate either.
     let overlap = ProducerBatch::new(PID, 0, 15, 500, 500, TS, false);
     assert_eq!(name(s.validate(&overlap)), "OUT_OF_ORDER_SEQUENCE_NUMBER");
-    assert_eq!(s.last_entry(PID).unwrap().batch_metadata.len(), 5);
+    assert_eq!(
+        s.last_entry(PID).unwrap().batch_metadata.len(),
+        NUM_BATCHES_TO_RETAIN
+    );
 }
 
 #[test]
@@ -87,21 +92,22 @@ fn a_duplicate_does_not_change_the_state() {
 
 #[test]
 fn a_sequence_gap_is_out_of_order() {
-    let (s, _) = six_batches();
-    // The next sequence is 18.
+    let (s, batches) = six_batches();
+    let next = batches.last().unwrap().last_sequence + 1;
+    let at = batches.last().unwrap().last_offset + 1;
     assert_eq!(
-        s.validate(&batch(PID, 0, 18, 118, 1)),
+        s.validate(&batch(PID, 0, next, at, 1)),
         Ok(Validation::Append)
     );
-    for seq in [17, 19, 20, 1_000, i32::MAX] {
-        let err = s.validate(&batch(PID, 0, seq, 118, 1)).unwrap_err();
+    for seq in [next - 1, next + 1, next + 2, 1_000, i32::MAX] {
+        let err = s.validate(&batch(PID, 0, seq, at, 1)).unwrap_err();
         assert_eq!(
             err,
             ProducerStateError::OutOfOrderSequenceNumber {
                 producer_id: PID,
-                offset: 118,
+                offset: at,
                 sequence: seq,
-                last_sequence: 17,
+                last_sequence: next - 1,
                 current_epoch: 0,
             }
         );
@@ -364,24 +370,25 @@ fn an_entry_with_no_batch_round_trips_with_last_offset_minus_one() {
 fn after_a_reload_only_the_last_batch_is_a_detectable_duplicate() {
     let (s, batches) = six_batches();
     let dir = tempfile::tempdir().unwrap();
-    s.take_snapshot(dir.path(), 118).unwrap();
+    let end = batches.last().unwrap().last_offset + 1;
+    s.take_snapshot(dir.path(), end).unwrap();
     let (_, loaded) = ProducerStateManager::load_latest_snapshot(dir.path(), TS, None)
         .unwrap()
         .unwrap();
-    let last = batches[5];
+    let last = batches[NUM_BATCHES_TO_RETAIN];
     assert_eq!(
         loaded.validate(&last),
         Ok(Validation::Duplicate {
-            first_offset: 115,
-            last_offset: 117
+            first_offset: last.first_offset,
+            last_offset: last.last_offset
         })
     );
     assert_eq!(
-        name(loaded.validate(&batches[4])),
+        name(loaded.validate(&batches[NUM_BATCHES_TO_RETAIN - 1])),
         "OUT_OF_ORDER_SEQUENCE_NUMBER"
     );
     assert_eq!(
-        loaded.validate(&batch(PID, 0, 18, 118, 1)),
+        loaded.validate(&batch(PID, 0, last.last_sequence + 1, end, 1)),
         Ok(Validation::Append)
     );
 }

@@ -7,8 +7,8 @@ the answers, and retries what is retriable (refreshing metadata on leadership er
 With idempotence (the default) every batch carries the producer id, epoch and a sequence
 number per partition, and the sender keeps each partition's batches in order across
 retries, as Kafka does:
-- at most five batches of a partition are unacknowledged at once (the broker remembers a
-  producer's last five batches, which is how it recognises a retry of any of them);
+- at most 32 batches of a partition are unacknowledged at once (partition leaders remember a
+  producer's last 32 batches, which is how they recognise a retry of any of them);
 - a partition with a batch waiting for its retry takes no new batches, and its retries go
   out, in sequence order, only once none of its batches is still on the wire;
 - when a batch's sequence can no longer be followed, the epoch is bumped once nothing is in
@@ -48,8 +48,10 @@ __all__ = ["InFlightBatch", "Sender"]
 
 _log = logging.getLogger(__name__)
 
-# The broker keeps a producer's last five batches per partition to recognise retries.
-MAX_UNACKED_BATCHES_PER_PARTITION = 5
+# Partition leaders keep a producer's last 32 batches to recognise retries (Kafka's keep 5,
+# the most a Kafka producer has unacknowledged per partition; this one packs several batches
+# of a partition into one request).
+MAX_UNACKED_BATCHES_PER_PARTITION = 32
 
 
 def now_ms() -> int:
@@ -406,10 +408,14 @@ class Sender:
                 topics.setdefault(b.tp.topic, {}).setdefault(b.tp.partition, []).append(b.records)
             # The request's wire bytes come from Rust, one copy of each batch; the call sends
             # them as they are.
+            # A transactional producer names its transactional id, so that a partition
+            # leader can verify with the coordinator before the transaction's first write to
+            # it (KIP-890).
             request = encode_produce_request(
                 self._acks,
                 timeout_ms,
                 [(topic, list(parts.items())) for topic, parts in topics.items()],
+                None if self._txn is None else self._txn.transactional_id,
             )
             with self._lock:
                 self._in_flight_requests += 1

@@ -3,7 +3,7 @@
 //!
 //! [`ProducerStateManager`] owns, for one partition, the state of every idempotent or
 //! transactional producer that has written to it: the producer epoch, the metadata of the
-//! last [`NUM_BATCHES_TO_RETAIN`] (5) data batches, the coordinator epoch of the last
+//! last [`NUM_BATCHES_TO_RETAIN`] (32; Kafka keeps 5) data batches, the coordinator epoch of the last
 //! transaction marker and the first offset of the ongoing transaction. It is a pure state
 //! object: no clock (the caller passes `now_ms`), no threads, and files only in the snapshot
 //! functions, which take the log dir as an argument. It is not thread safe; the partition's
@@ -67,9 +67,14 @@ use super::txn_index::AbortedTxn;
 use crate::error::{Error, Result};
 use crate::record::{BatchHeader, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
 
-/// How many of a producer's most recent batches are kept for duplicate detection. The
-/// producer keeps at most `max.in.flight.requests.per.connection` (≤ 5) batches in flight.
-pub const NUM_BATCHES_TO_RETAIN: usize = 5;
+/// How many of a producer's most recent batches are kept for duplicate detection. Kafka
+/// keeps 5, as many as a Kafka producer can have unacknowledged per partition (one batch per
+/// partition per request, `max.in.flight.requests.per.connection` ≤ 5). Rillet's producer
+/// packs several batches of a partition into one request and keeps up to this many
+/// unacknowledged (`rillet.client.producer.sender`), so a retry of any of them is still
+/// recognised; Kafka's clients are served as before. Snapshots keep only the last batch, as
+/// Kafka's do.
+pub const NUM_BATCHES_TO_RETAIN: usize = 32;
 
 /// `producer.id.expiration.ms`'s default: one day.
 pub const DEFAULT_PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
