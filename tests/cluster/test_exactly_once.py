@@ -1,0 +1,116 @@
+"""Kafka's exactly-once system test in miniature: a consume-transform-produce loop
+(:mod:`tests.support.txn_copier`) with transactions on a 3-node cluster, killed with -9 at
+random points and started again, ``RILLET_EOS_KILLS`` times (20 by default).
+
+The check: a read_committed consumer of the output sees every input record exactly once;
+a read_uncommitted one sees at least every committed record, and the copies of aborted
+transactions it may see besides lie inside transactions whose ABORT marker is in the log.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rillet import Consumer, Producer, TopicPartition, decode_batches
+from rillet.client.admin import NewTopic
+from tests.support.cluster import Cluster, eventually
+
+KILLS = int(os.environ.get("RILLET_EOS_KILLS", "20"))
+RECORDS = 3000
+PARTITIONS = 2
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("eos"), voters=3)
+    try:
+        c.start()
+        with c.admin() as admin:
+            admin.create_topics(
+                [
+                    NewTopic(name, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})
+                    for name in ("eos-in", "eos-out")
+                ]
+            )
+        yield c
+    finally:
+        c.stop()
+
+
+def _copier(c: Cluster, log: Path) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "tests.support.txn_copier", c.bootstrap(), "eos-in",
+            "eos-out", "eos-group", "eos-copier"]  # fmt: skip
+    with log.open("ab") as out:
+        return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _read(c: Cluster, isolation: str) -> list[bytes]:
+    consumer = Consumer(
+        bootstrap_servers=c.bootstrap(), isolation_level=isolation, auto_offset_reset="earliest"
+    )
+    tps = [TopicPartition("eos-out", p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    ends = consumer.end_offsets(tps)
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "the output could not be read to its end"
+            for records in consumer.poll(timeout_ms=1000).values():
+                values += [r.value or b"" for r in records]
+    finally:
+        consumer.close()
+    return values
+
+
+def test_a_copier_killed_again_and_again_copies_each_record_exactly_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with Producer(bootstrap_servers=cluster.bootstrap(), linger_ms=5) as p:
+        for i in range(RECORDS):
+            p.send("eos-in", b"%05d" % i, partition=i % PARTITIONS)
+    rng = random.Random(KILLS)
+    log = tmp_path / "copier.log"
+    for _ in range(KILLS):
+        proc = _copier(cluster, log)
+        time.sleep(rng.uniform(1.0, 3.0))
+        proc.kill()
+        proc.wait()
+    proc = _copier(cluster, log)
+    try:
+        eventually(lambda: len(_read(cluster, "read_committed")) >= RECORDS or None, timeout=180)
+    finally:
+        proc.kill()
+        proc.wait()
+    committed = _read(cluster, "read_committed")
+    twice = [v for v, n in collections.Counter(committed).items() if n > 1]
+    assert not twice, f"{len(twice)} records copied twice, first {sorted(twice)[:5]}"
+    assert sorted(committed) == [b"%05d" % i for i in range(RECORDS)]
+    # In each output partition the committed copies keep the input's order.
+    for part in range(PARTITIONS):
+        mine = [v for v in committed if int(v) % PARTITIONS == part]
+        assert mine == sorted(mine)
+    # read_uncommitted sees everything, including copies from aborted transactions; each
+    # value it sees beyond the committed ones must be a duplicate of a committed one.
+    uncommitted = _read(cluster, "read_uncommitted")
+    assert set(uncommitted) == set(committed)
+    aborted_markers = 0
+    for part in range(PARTITIONS):
+        node = cluster.nodes[cluster.partition("eos-out", part).leader]
+        log_dir = next(node.data_dir.glob(f"**/eos-out-{part}"))
+        for segment in sorted(log_dir.glob("*.log")):
+            for batch in decode_batches(segment.read_bytes()):
+                if batch.is_control and batch.records[0].key == b"\x00\x00\x00\x00":
+                    aborted_markers += 1
+    extra = len(uncommitted) - len(committed)
+    assert extra == 0 or aborted_markers > 0, "uncommitted copies without an ABORT marker"
