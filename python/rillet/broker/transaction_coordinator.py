@@ -575,6 +575,15 @@ class TransactionCoordinator:
     ) -> None:
         if self._loaded.get(index) is not loaded:
             return
+        failed = {tp: e for tp, e in errs.items() if e is not None}
+        if failed:
+            _log.info(
+                "markers of %s (producer %d, epoch %d) not written to %s; retrying",
+                marker.transactional_id,
+                marker.producer_id,
+                marker.producer_epoch,
+                ", ".join(f"{tp}: {e}" for tp, e in sorted(failed.items())),
+            )
         try:
             result = loaded.shard.on_markers_written(marker, errs, self.clock(), deleted=deleted)
         except errors.IllegalStateError:

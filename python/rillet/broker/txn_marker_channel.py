@@ -162,26 +162,42 @@ class TxnMarkerChannel:
                 continue
             entries = [q.entry for q in batch]
             try:
-                if leader == self.broker_id and self.local is not None:
-                    answers = await self.local(entries)
-                else:
-                    client = self.clients.get(leader)
-                    if client is None:
-                        raise errors.NetworkError(f"broker {leader} has no inter-broker endpoint")
-                    answers = await client.write_txn_markers(entries, self.request_timeout_ms)
-                if len(answers) != len(entries):
-                    raise errors.NetworkError(
-                        f"broker {leader} answered {len(answers)} of {len(entries)} markers"
-                    )
-            except KafkaError as e:
+                answers = await asyncio.wait_for(
+                    self._write(leader, entries), 2 * self.request_timeout_ms / 1000
+                )
+            except (KafkaError, TimeoutError) as e:
                 # No answer (or a malformed one): every partition of the request is retried.
-                lost = e if e.retriable else errors.NetworkError(e.message)
-                _log.info("WriteTxnMarkers to broker %d failed, will retry: %s", leader, e)
+                lost = (
+                    e
+                    if isinstance(e, KafkaError) and e.retriable
+                    else errors.NetworkError(str(e) or "no answer in time")
+                )
+                _log.info("WriteTxnMarkers to broker %d failed, will retry: %s", leader, lost)
+                answers = [dict.fromkeys(entry.partitions, lost) for entry in entries]
+            except Exception as e:
+                # Never let this loop die with markers in hand: a transaction would stay
+                # Prepare* until its coordinator moves.
+                _log.exception("WriteTxnMarkers to broker %d failed, will retry", leader)
+                lost = errors.NetworkError(f"writing the markers failed: {e!r}")
                 answers = [dict.fromkeys(entry.partitions, lost) for entry in entries]
             for q, answer in zip(batch, answers, strict=True):
                 unanswered = errors.NetworkError(f"broker {leader} did not answer for it")
                 complete = {tp: answer.get(tp, unanswered) for tp in q.entry.partitions}
                 self._deliver(q.marker, q.on_answer, q.is_current, complete)
+
+    async def _write(self, leader: int, entries: list[TxnMarkerEntry]) -> list[MarkerErrors]:
+        if leader == self.broker_id and self.local is not None:
+            answers = await self.local(entries)
+        else:
+            client = self.clients.get(leader)
+            if client is None:
+                raise errors.NetworkError(f"broker {leader} has no inter-broker endpoint")
+            answers = await client.write_txn_markers(entries, self.request_timeout_ms)
+        if len(answers) != len(entries):
+            raise errors.NetworkError(
+                f"broker {leader} answered {len(answers)} of {len(entries)} markers"
+            )
+        return answers
 
     def pending(self) -> int:
         """Marker entries queued and not yet sent (for tests and metrics)."""
