@@ -14,16 +14,23 @@ output exactly once. It prints ``copied N`` after each commit.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from rillet import Consumer, OffsetAndMetadata, Producer
 
 
 def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: str) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     consumer = Consumer(
         source,
         bootstrap_servers=bootstrap,
         group_id=group,
+        # A static member of a classic group (KIP-345): the copier started after a kill
+        # takes its partitions over at once instead of waiting for the killed one's session
+        # to time out. (A KIP-848 group answers UNRELEASED_INSTANCE_ID until then.)
+        group_protocol="classic",
+        group_instance_id=transactional_id,
         enable_auto_commit=False,
         isolation_level="read_committed",
         auto_offset_reset="earliest",
@@ -35,6 +42,7 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
         transaction_timeout_ms=10_000,
     )
     producer.init_transactions()
+    print("initialized", flush=True)
     copied = 0
     while True:
         polled = consumer.poll(timeout_ms=500)
