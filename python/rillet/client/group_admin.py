@@ -100,10 +100,11 @@ class ConsumerGroupAdmin(ABC):
             if not b.get("is_fenced") and b["port"] > 0
         }
 
-    def _coordinator(self, group_id: str) -> tuple[int, str]:
-        """(node id, address) of ``group_id``'s coordinator, retried while it is created."""
+    def _coordinator(self, group_id: str, key_type: int = 0) -> tuple[int, str]:
+        """(node id, address) of ``group_id``'s coordinator (with ``key_type`` 1, of a
+        transactional id's), retried while it is created."""
         deadline = time.monotonic() + self._timeout
-        request = group_pb2.FindCoordinatorRequest(coordinator_keys=[group_id])
+        request = group_pb2.FindCoordinatorRequest(key_type=key_type, coordinator_keys=[group_id])
         while True:
             last: KafkaError | None = None
             for address in self._brokers().values():
@@ -120,7 +121,8 @@ class ConsumerGroupAdmin(ABC):
                     raise err
                 break
             if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(f"no coordinator found for group {group_id}: {last}")
+                kind = "transactional id" if key_type else "group"
+                raise KafkaTimeoutError(f"no coordinator found for {kind} {group_id}: {last}")
             time.sleep(0.1)
 
     def _on_coordinator(self, group_id: str, name: str, request: Any, error_of: Any) -> Any:

@@ -20,12 +20,11 @@ from rillet.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     KafkaError,
-    KafkaTimeoutError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     error_for_code,
 )
-from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc, transaction_pb2, transaction_pb2_grpc
+from rillet.protocol.gen.v1 import transaction_pb2, transaction_pb2_grpc
 from rillet.types import TopicPartition
 
 __all__ = [
@@ -86,6 +85,10 @@ class TransactionAdmin(ABC):
     def _leader_address(self, tp: TopicPartition) -> tuple[int, str]:
         """The partition's leader (node id, address)."""
 
+    @abstractmethod
+    def _coordinator(self, group_id: str, key_type: int = 0) -> tuple[int, str]:
+        """(node id, address) of a coordinator, found with FindCoordinator."""
+
     def _txn_call(self, address: str, name: str, request: Any) -> Any:
         channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
         try:
@@ -96,39 +99,6 @@ class TransactionAdmin(ABC):
             raise CoordinatorNotAvailableError(f"{address} did not answer {name}") from e
         finally:
             channel.close()
-
-    def _txn_coordinator(self, transactional_id: str) -> tuple[int, str]:
-        """(node id, address) of the transactional id's coordinator."""
-        deadline = time.monotonic() + self._timeout
-        request = group_pb2.FindCoordinatorRequest(
-            key_type=COORDINATOR_TRANSACTION, coordinator_keys=[transactional_id]
-        )
-        while True:
-            last: KafkaError | None = None
-            for address in self._brokers().values():
-                channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
-                try:
-                    response = group_pb2_grpc.GroupServiceStub(channel).FindCoordinator(
-                        request, timeout=self._timeout
-                    )
-                except grpc.RpcError:
-                    last = CoordinatorNotAvailableError(f"{address} did not answer")
-                    continue
-                finally:
-                    channel.close()
-                found = response.coordinators[0]
-                err = _error(found.error_code, found.error_message)
-                if err is None:
-                    return found.node_id, f"{found.host}:{found.port}"
-                if not isinstance(err, _RETRY):
-                    raise err
-                last = err
-                break
-            if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(
-                    f"no coordinator found for transactional id {transactional_id}: {last}"
-                )
-            time.sleep(0.1)
 
     # -- the calls ---------------------------------------------------------------------------
 
@@ -167,7 +137,7 @@ class TransactionAdmin(ABC):
         for tid in transactional_ids:
             deadline = time.monotonic() + self._timeout
             while True:
-                node, address = self._txn_coordinator(tid)
+                node, address = self._coordinator(tid, COORDINATOR_TRANSACTION)
                 response = self._txn_call(
                     address,
                     "DescribeTransactions",
