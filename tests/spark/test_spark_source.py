@@ -584,6 +584,64 @@ def test_write_failure_fails_the_task_with_a_clear_message(
         )
 
 
+def _values(server: ServerProcess, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    """Every value of ``topic`` a consumer with ``isolation`` reads up to its end offsets."""
+    c = Consumer(
+        bootstrap_servers=server.bootstrap, isolation_level=isolation, auto_offset_reset="earliest"
+    )
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    end = c.end_offsets(tps)
+    out: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while any(c.position(tp) < end[tp] for tp in tps):
+            assert time.monotonic() < deadline
+            out += [r.value or b"" for rs in c.poll(timeout_ms=500).values() for r in rs]
+    finally:
+        c.close()
+    return out
+
+
+def test_a_transactional_write_is_committed_with_the_job(
+    spark: SparkSession, server: ServerProcess
+) -> None:
+    server.create_topic("txn-written", 2)
+    df = spark.createDataFrame(
+        [(f"v{i}", i % 2) for i in range(300)], "value STRING, partition INT"
+    ).repartition(3)
+    (
+        df.write.format("rillet")
+        .option("kafka.bootstrap.servers", server.bootstrap)
+        .option("topic", "txn-written")
+        .option("rillet.transactional.id.prefix", "spark-job-1")
+        .mode("append")
+        .save()
+    )
+    committed = _values(server, "txn-written", 2, "read_committed")
+    assert sorted(committed) == sorted(b"v%d" % i for i in range(300))
+    # Each task's transaction was committed by the driver: no transaction is left open.
+    assert sorted(_values(server, "txn-written", 2, "read_uncommitted")) == sorted(committed)
+
+
+def test_a_failed_transactional_write_leaves_nothing_for_read_committed_readers(
+    spark: SparkSession, server: ServerProcess
+) -> None:
+    server.create_topic("txn-failed", 2)
+    rows = [(f"ok{i}", 0) for i in range(50)] + [("bad", 5)]
+    df = spark.createDataFrame(rows, "value STRING, partition INT").coalesce(1)
+    with pytest.raises(Exception, match="rillet sink"):
+        (
+            df.write.format("rillet")
+            .option("kafka.bootstrap.servers", server.bootstrap)
+            .option("topic", "txn-failed")
+            .option("rillet.transactional.id.prefix", "spark-job-2")
+            .mode("append")
+            .save()
+        )
+    assert _values(server, "txn-failed", 2, "read_committed") == []
+
+
 def test_registered_without_pushdown_gives_the_same_answer(
     spark: SparkSession, server: ServerProcess, orders: Expected
 ) -> None:
