@@ -211,3 +211,37 @@ def test_transactional_calls_out_of_order_are_refused(server: TxnServer) -> None
             p.commit_transaction()
         with pytest.raises(IllegalStateError):
             p.send(TP.topic, b"outside", partition=0)
+
+
+def test_the_tool_aborts_a_hanging_transaction(server: TxnServer) -> None:
+    tp = TopicPartition("txn-in", 0)
+    p = producer(server, "hanging", transaction_timeout_ms=600_000)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        start = p.send(tp.topic, b"hanging", partition=0).get(10).offset
+        # The producer goes away with its transaction open: read_committed readers wait at
+        # its first offset until someone ends it.
+        assert b"hanging" not in read(server, "read_committed", tp)
+        base = [sys.executable, "-m", "rillet.cli.main", "transactions", "--bootstrap-server",
+                server.bootstrap]  # fmt: skip
+        out = subprocess.run(
+            [*base, "abort", "--topic", tp.topic, "--partition", "0", "--start-offset",
+             str(start)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        c = Consumer(bootstrap_servers=server.bootstrap, isolation_level="read_committed")
+        try:
+            assert eventually(lambda: c.end_offsets([tp])[tp] > start or None)
+        finally:
+            c.close()
+        assert b"hanging" not in read(server, "read_committed", tp)
+        missing = subprocess.run(
+            [*base, "abort", "--topic", tp.topic, "--partition", "0", "--start-offset", "999999"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert missing.returncode == 1
+        assert "Could not find any open transactions starting at offset 999999" in missing.stderr
+    finally:
+        p.close(0)

@@ -3,16 +3,20 @@ broker's answers lost after it appended: the retries must not write anything twi
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
-from rillet import decode_batches
+from rillet import BatchBuilder, decode_batches
 from rillet.broker.replica_manager import ProducedPartition
 from rillet.client.producer import Producer
 from rillet.errors import NotLeaderOrFollowerError
+from rillet.protocol import common_pb2, produce_pb2, produce_pb2_grpc
 from rillet.types import TopicPartition
 from tests.support.mini_broker import MiniBroker
 
@@ -49,6 +53,47 @@ def lose_answers(broker: MiniBroker, count: int) -> list[int]:
 
     replicas.append_records = append  # type: ignore[method-assign]
     return calls
+
+
+def refuse_first(broker: MiniBroker) -> list[int]:
+    """The broker refuses the first produce request without appending it (a leader that
+    does not know the topic yet), slowly enough that later requests arrive meanwhile, and
+    serves the rest."""
+    replicas = broker.server.replicas
+    assert replicas is not None
+    real = replicas.append_records
+    calls: list[int] = []
+
+    async def append(
+        entries: Mapping[TopicPartition, Any], required_acks: int, timeout_ms: int
+    ) -> dict[TopicPartition, ProducedPartition]:
+        calls.append(len(entries))
+        if len(calls) == 1:
+            await asyncio.sleep(0.5)
+            refused = NotLeaderOrFollowerError("this broker does not lead it yet")
+            return {tp: ProducedPartition(refused) for tp in entries}
+        return await real(entries, required_acks, timeout_ms)
+
+    replicas.append_records = append  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_refused_first_request_is_not_overtaken_by_later_batches(broker: MiniBroker) -> None:
+    # A leader takes an unknown producer at any sequence: if a later request landed while
+    # the first was refused, the first's retry could never follow it.
+    calls = refuse_first(broker)
+    with Producer(
+        bootstrap_servers=broker.bootstrap, linger_ms=0, batch_size=256, retry_backoff_ms=50
+    ) as p:
+        futures = [p.send("t", b"%04d" % i) for i in range(100)]
+        time.sleep(0.2)  # the first request is out (and held by the broker)
+        futures += [p.send("t", b"%04d" % i) for i in range(100, 1000)]
+        p.flush(60)
+        offsets = [f.get(10).offset for f in futures]
+    assert len(calls) >= 2
+    assert offsets == list(range(1000))
+    values = [r.value for b in batches(broker, "t", 0) for r in b.records]
+    assert values == [b"%04d" % i for i in range(1000)]
 
 
 def test_a_retry_of_an_appended_batch_is_answered_with_its_offsets_not_written_again(
@@ -97,3 +142,41 @@ def test_producers_that_are_not_idempotent_stamp_no_producer_id(broker: MiniBrok
         p.send("t", b"x").get(10)
     (b,) = batches(broker, "t", 0)
     assert (b.producer_id, b.base_sequence) == (-1, -1)
+
+
+def _produce(broker: MiniBroker, batch: bytes) -> Any:
+    """One raw Produce of ``batch`` to t-0 with acks=all; the partition's answer."""
+    with grpc.insecure_channel(broker.bootstrap) as ch:
+        request = produce_pb2.ProduceRequest(acks=-1, timeout_ms=10_000)
+        request.topics.add(name="t").partitions.add(partition=0, record_batches=batch)
+        return (
+            produce_pb2_grpc.ProduceServiceStub(ch)
+            .Produce(request, timeout=30)
+            .topics[0]
+            .partitions[0]
+        )
+
+
+def _batch(pid: int, epoch: int, seq: int, value: bytes) -> bytes:
+    b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    b.append(1_000, None, value)
+    return b.build()
+
+
+def test_bad_sequences_and_epochs_get_kafkas_errors_and_change_nothing(
+    broker: MiniBroker,
+) -> None:
+    assert _produce(broker, _batch(77, 3, 0, b"a")).error_code == common_pb2.NONE
+    assert _produce(broker, _batch(77, 3, 1, b"b")).error_code == common_pb2.NONE
+    gap = _produce(broker, _batch(77, 3, 5, b"gap"))
+    assert gap.error_code == common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert "out of order sequence number" in gap.error_message
+    old = _produce(broker, _batch(77, 2, 2, b"zombie"))
+    assert old.error_code == common_pb2.INVALID_PRODUCER_EPOCH
+    # A retry is answered with its first offset, not written again.
+    retry = _produce(broker, _batch(77, 3, 1, b"b"))
+    assert (retry.error_code, retry.base_offset) == (common_pb2.NONE, 1)
+    # A newer epoch starts at 0 (KIP-360); the broker kept serving throughout.
+    assert _produce(broker, _batch(77, 4, 0, b"c")).base_offset == 2
+    values = [r.value for b in batches(broker, "t", 0) for r in b.records]
+    assert values == [b"a", b"b", b"c"]

@@ -8,7 +8,10 @@ With idempotence (the default) every batch carries the producer id, epoch and a 
 number per partition, and the sender keeps each partition's batches in order across
 retries, as Kafka does:
 - at most 32 batches of a partition are unacknowledged at once (partition leaders remember a
-  producer's last 32 batches, which is how they recognise a retry of any of them);
+  producer's last 32 batches, which is how they recognise a retry of any of them), and until
+  the first of a partition is acknowledged in an epoch, only one request carries its batches
+  (a leader takes an unknown producer at any sequence, so a later request must not overtake
+  the first);
 - a partition with a batch waiting for its retry takes no new batches, and its retries go
   out, in sequence order, only once none of its batches is still on the wire;
 - when a batch's sequence can no longer be followed, the epoch is bumped once nothing is in
@@ -277,7 +280,14 @@ class Sender:
         retrying = {b.slot for b in self.retries}
         slots, limits = [], []
         for slot in ready:
-            room = MAX_UNACKED_BATCHES_PER_PARTITION - self._unresolved[slot]
+            if slot in self._idem.last_acked:
+                room = MAX_UNACKED_BATCHES_PER_PARTITION - self._unresolved[slot]
+            else:
+                # Nothing of this partition acknowledged in this epoch yet: one request at a
+                # time. A broker takes an unknown producer at any sequence, so a later batch
+                # landing while the first is refused (say, the leader not knowing the new
+                # topic yet) would leave a gap no retry could fill.
+                room = 0 if self._unresolved[slot] else MAX_UNACKED_BATCHES_PER_PARTITION
             if room > 0 and slot not in retrying:
                 slots.append(slot)
                 limits.append(room)
