@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.test_producer_ids import init_producer_id
+from tests.integration.test_server_producer_ids import init_producer_id
 from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.slow

@@ -78,7 +78,7 @@ def test_sink_options() -> None:
     )
     assert txn.transactional_id_prefix == "job-7"
     assert txn.producer_configs == (("transaction.timeout.ms", "9"),)
-    with pytest.raises(RilletOptionError, match="transactional.id.prefix"):
+    with pytest.raises(RilletOptionError, match=r"transactional\.id\.prefix"):
         parse_sink_options({**BOOT, "rillet.transactional.id.prefix": " "})
 
 
