@@ -45,7 +45,7 @@ def test_sends_and_transitions_follow_kafkas_state_machine() -> None:
         assert txn is not None
         # As if init_transactions had answered.
         txn.producer_id, txn.producer_epoch, txn.state = 5, 0, TransactionState.READY
-        with pytest.raises(IllegalStateError, match="Cannot call send|READY to send"):
+        with pytest.raises(IllegalStateError, match="READY to send"):
             p.send("topic", b"v")
         p.begin_transaction()
         with pytest.raises(IllegalStateError, match="IN_TRANSACTION to IN_TRANSACTION"):
