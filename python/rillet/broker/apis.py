@@ -215,6 +215,7 @@ class BrokerApis:
                 appends[tp] = records
                 refused.append(None)
         unverified: dict[TopicPartition, KafkaError] = {}
+        verification = None
         if transactional_id is not None and self.txn_verifier is not None and appends:
             verification = await self.txn_verifier.verify_produce(transactional_id, appends)
             # No await between this check and the append (a marker may end the transaction).
@@ -222,6 +223,8 @@ class BrokerApis:
             for tp in unverified:
                 appends.pop(tp, None)
         results = await self.replicas.append_records(appends, acks, timeout_ms)
+        if verification is not None:
+            verification.appended({tp: r.error for tp, r in results.items()})
         results.update({tp: ProducedPartition(e) for tp, e in unverified.items()})
         return [
             ProducedPartition(err) if err is not None else results[TopicPartition(t, p)]

@@ -160,8 +160,11 @@ class ProduceVerification:
     def errors_before_append(self) -> dict[TopicPartition, KafkaError]:
         """Every partition not to append: those that failed verification, and those whose
         guard went while the coordinator was asked (a marker ended the transaction). Call
-        it with no await between it and the append. A guard is used up here: the append
-        starts the transaction, or fails and the producer's retry verifies again."""
+        it with no await between it and the append, and :meth:`appended` after it. A guard
+        is not used up here: requests of one producer may be verified out of order (gRPC
+        serves a connection's requests concurrently, where Kafka's broker takes them one at a
+        time), and one whose append fails (a sequence gap, because it overtook an earlier
+        one) must not take the guard from the earlier one still being verified."""
         out = dict(self.errors)
         guards = self._guards
         for partition, producer_id, guard in self._checks:
@@ -171,13 +174,22 @@ class ProduceVerification:
             ok = partition.has_ongoing_transaction(producer_id) or guards.holds(
                 partition, producer_id, guard
             )
-            guards.clear(tp, producer_id)
             if not ok and partition.is_leader:
                 out[tp] = errors.InvalidTxnStateError(
                     f"the transaction of producer {producer_id} ended on {tp} while the "
                     "partition was being verified"
                 )
         return out
+
+    def appended(self, failed: Mapping[TopicPartition, KafkaError | None]) -> None:
+        """After the append: a guard whose partition took the batch is used up (the
+        transaction is ongoing there now); one whose append failed stays for the retry or
+        a request still being verified."""
+        if self._guards is None:
+            return
+        for partition, producer_id, _ in self._checks:
+            if failed.get(partition.tp, KafkaError("not appended")) is None:
+                self._guards.clear(partition.tp, producer_id)
 
 
 @dataclass
