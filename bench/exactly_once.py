@@ -12,11 +12,13 @@ and ``min.insync.replicas=2``.
   every round reported. Target: idempotent / plain >= 0.9.
 * Latency: p99 of both, throttled (``--throughput``) to half the plain producer's peak with
   the tuned settings.
-* Transactional produce (committing every 100 ms) is reported as ``transactional_vs_plain``
-  once transactions exist; until then the key is null.
+* Transactional produce: the same tool with ``--transaction-duration-ms 100`` (a transaction
+  committed every 100 ms, Kafka's ProducerPerformance flag), against the plain producer.
+  Target: transactional / plain >= 0.7.
 
 Output: a human summary, ``bench/results/exactly_once.json``, and one JSON line last with
-``idempotent_vs_plain``, ``idempotent_vs_plain_tuned`` and ``transactional_vs_plain``.
+``idempotent_vs_plain`` and ``transactional_vs_plain`` (producer defaults) and their
+``_tuned`` twins.
 
     python bench/exactly_once.py                                 # the reported run
     python bench/exactly_once.py --records 50000 --rounds 1      # quick
@@ -46,7 +48,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 PRODUCERS = {
     "plain": ["acks=all", "enable.idempotence=false"],
     "idempotent": ["acks=all", "enable.idempotence=true"],
+    "transactional": ["acks=all"],
 }
+# Extra producer-perf-test flags per producer.
+FLAGS = {"transactional": ["--transaction-duration-ms", "100"]}
 
 
 def throughput_runs(c: Cluster, records: int, size: int, rounds: int, work: Path) -> dict[str, Any]:
@@ -60,8 +65,11 @@ def throughput_runs(c: Cluster, records: int, size: int, rounds: int, work: Path
                 create_topic(c, topic, 6)
                 log(f"round {round_no}: {settings} producer settings, {producer}")
                 runs.setdefault(f"{settings}_{producer}", []).append(
-                    perf_test(c, topic, records, size, [*producer_props, *props], work)
-                )
+                    perf_test(
+                        c, topic, records, size, [*producer_props, *props], work,
+                        extra=FLAGS.get(producer),
+                    )
+                )  # fmt: skip
     return {
         k: {
             **max(v, key=lambda r: r["records_per_sec"]),
@@ -78,8 +86,9 @@ def latency_at_half(c: Cluster, peak: float, records: int, size: int, work: Path
         create_topic(c, topic, 6)
         log(f"latency: {producer} at half the plain peak ({peak / 2:.0f} records/s)")
         out[producer] = perf_test(
-            c, topic, records // 2, size, [*producer_props, *TUNED_PROPS], work, peak / 2
-        )
+            c, topic, records // 2, size, [*producer_props, *TUNED_PROPS], work, peak / 2,
+            extra=FLAGS.get(producer),
+        )  # fmt: skip
     return out
 
 
@@ -117,11 +126,11 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     t = result["throughput"]
     for settings, suffix in (("default", ""), ("tuned", "_tuned")):
-        result[f"idempotent_vs_plain{suffix}"] = (
-            t[f"{settings}_idempotent"]["records_per_sec"]
-            / t[f"{settings}_plain"]["records_per_sec"]
-        )
-    result["transactional_vs_plain"] = None  # transactions are not built yet
+        plain = t[f"{settings}_plain"]["records_per_sec"]
+        for producer in ("idempotent", "transactional"):
+            result[f"{producer}_vs_plain{suffix}"] = (
+                t[f"{settings}_{producer}"]["records_per_sec"] / plain
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     summary(result)
@@ -133,17 +142,17 @@ def summary(r: dict[str, Any]) -> None:
     t = r["throughput"]
     print(f"Rillet 3-node cluster, RF=3, min.insync.replicas=2, acks=all, {r['records']:,} x "
           f"{r['record_size']} B records")  # fmt: skip
-    for k in ("default_plain", "default_idempotent", "tuned_plain", "tuned_idempotent"):
+    for k in sorted(t):
         x = t[k]
         rounds = [round(v) for v in x["records_per_sec_by_round"]]
         print(f"  {k:20} {x['records_per_sec']:>10,.0f} records/s {x['mb_per_sec_1e6']:>7.1f} MB/s"
               f"  p99 {x['p99_ms']:.0f} ms  (rounds {rounds})")  # fmt: skip
-    print(f"  idempotent / plain: {r['idempotent_vs_plain']:.2f} (producer defaults), "
-          f"{r['idempotent_vs_plain_tuned']:.2f} (tuned)")  # fmt: skip
+    for producer in ("idempotent", "transactional"):
+        print(f"  {producer} / plain: {r[f'{producer}_vs_plain']:.2f} (producer defaults), "
+              f"{r[f'{producer}_vs_plain_tuned']:.2f} (tuned)")  # fmt: skip
     for producer, x in r["latency_at_half_plain_peak"].items():
         print(f"  {producer} at half the plain peak: p99 {x['p99_ms']:.0f} ms, "
               f"{x['records_per_sec']:,.0f} records/s")  # fmt: skip
-    print("  transactional / plain: not measured (transactions are not built yet)")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import parse_bootstrap
 from rillet.client.consumer.group_client import GroupClient
 from rillet.errors import (
+    ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     IllegalStateError,
     InvalidProducerEpochError,
@@ -363,7 +364,10 @@ class TransactionManager:
                         f"awaiting the transaction coordinator: {e}"
                     ) from e
                 _log.debug("transaction %s: retrying after %s", self.transactional_id, e)
-                time.sleep(self._backoff_s)
+                # The previous transaction's markers are still being written: they take a
+                # few ms, so ask again soon (Kafka's client waits 20 ms here, KAFKA-5477).
+                short = isinstance(e, ConcurrentTransactionsError)
+                time.sleep(min(self._backoff_s, 0.02) if short else self._backoff_s)
 
 
 def end_transaction(
