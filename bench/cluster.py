@@ -117,13 +117,13 @@ def create_topic(c: Cluster, name: str, partitions: int) -> None:
 
 def perf_test(
     c: Cluster, topic: str, records: int, size: int, props: list[str], work: Path,
-    throughput: float = -1,
+    throughput: float = -1, extra: list[str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     out = work / f"{topic}.json"
     argv = [sys.executable, "-m", "rillet.cli.main", "producer-perf-test", "--topic", topic,
             "--num-records", str(records), "--record-size", str(size),
             "--throughput", str(throughput), "--bootstrap-server", c.bootstrap(),
-            "--json", str(out), "--producer-props", *props]  # fmt: skip
+            "--json", str(out), *(extra or []), "--producer-props", *props]  # fmt: skip
     log("  $ rillet " + " ".join(argv[3:]))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
