@@ -11,7 +11,7 @@ use rillet_core::record::TimestampType;
 
 use crate::errors::IntoPyResult;
 use crate::gil;
-use crate::log::AbortedTransaction;
+use crate::producer_state::AbortedTransaction;
 
 /// A read_committed consumer's view of one fetched partition's aborted transactions (the
 /// read_committed half of Kafka's `CompletedFetch`): give it to every

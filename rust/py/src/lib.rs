@@ -14,6 +14,7 @@ mod future;
 mod gil;
 mod io;
 mod log;
+mod producer_state;
 mod record;
 mod wire;
 
@@ -28,6 +29,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     consumer::register(m)?;
     arrow::register(m)?;
     log::register(m)?;
+    producer_state::register(m)?;
     cleaner::register(m)?;
     io::register(m)?;
     wire::register(m)?;

@@ -11,7 +11,8 @@ use crate::accumulator::ClosedBatch;
 use crate::bytes::new_bytes;
 use crate::errors::IntoPyResult;
 use crate::gil;
-use crate::log::{AbortedTransaction, FetchDataInfo};
+use crate::log::FetchDataInfo;
+use crate::producer_state::AbortedTransaction;
 
 /// (topic, [(partition, [batch, ...])]) as Python passes it.
 type TopicBatches = (String, Vec<(i32, Vec<Py<ClosedBatch>>)>);
