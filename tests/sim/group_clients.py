@@ -12,6 +12,7 @@ fenced it later). A process's requests die with it (its connection closes).
 from __future__ import annotations
 
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ MARKER_RID = -1  # the "request id" of a marker's answer, which comes without th
 MARKER_RETRY_MS = 1_000  # the transaction coordinator sends an unanswered marker again
 
 
-class Client:
+class Client(ABC):
     """One member process: its requests in flight, the partitions it owns with its positions,
     and when it sent the last request that got a good answer."""
 
@@ -46,14 +47,17 @@ class Client:
         self.next_heartbeat = self.next_commit = self.retry_at = sim.now
         self.best_epoch = -1
 
+    @abstractmethod
     def tick(self) -> None:
-        raise NotImplementedError
+        """Act once (every TICK_MS): heartbeat, commit, retry."""
 
+    @abstractmethod
     def on_response(self, kind: str, sent_at: int, response: Any) -> None:
-        raise NotImplementedError
+        """The answer to a request of ``kind`` sent at ``sent_at``."""
 
+    @abstractmethod
     def leave(self) -> None:
-        raise NotImplementedError
+        """Leave the group (a clean shutdown)."""
 
     def send(self, kind: str, request: Any) -> None:
         self.inflight[self.sim.send(self, kind, request)] = (kind, self.sim.now)
