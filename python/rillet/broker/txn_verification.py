@@ -18,7 +18,9 @@ costs nothing here, as in Kafka):
 3. The partitions are verified in one AddPartitionsToTxn(verify_only) to the transactional
    id's coordinator, batched with other requests for the same coordinator while one is in
    flight (one request per coordinator at a time); this broker's own coordinator is asked
-   in-process.
+   in-process. Two produce requests of one producer waiting at once are merged into one
+   entry: gRPC serves a connection's requests concurrently, so a second one is not a retry
+   of the first, as Kafka's broker (which takes them one at a time) may assume.
 4. Just before the append (synchronously, with no await in between), each verified partition
    must still hold its guard, unless the transaction meanwhile started there: a marker
    written in between (the transaction was aborted) removes the guard, and the write is
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import struct
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -112,32 +115,55 @@ def transactional_producers(records: bytes | memoryview) -> set[tuple[int, int]]
     return out
 
 
+@dataclass(eq=False)
+class _Guard:
+    partition: Partition
+    leader_epoch: int
+    # Verifications of this guard still waiting for the coordinator.
+    verifying: int = 0
+
+
 class VerificationGuards:
     """The verification guards of the partitions this broker leads (Kafka keeps them in the
     log's producer state). A guard is made when a verification starts, and is gone once a
-    marker is written for the producer (:meth:`clear`), or once its partition changes hands
-    (a guard only holds for the Partition object and leader epoch it was made under)."""
+    marker is written for the producer (:meth:`clear`), once its partition changes hands (a
+    guard only holds for the Partition object and leader epoch it was made under), or once
+    its last verification failed (:meth:`verified`). Concurrent verifications of one
+    producer on one partition share the guard: one failing (say, CONCURRENT_TRANSACTIONS
+    while the previous transaction completes) does not take it from another that passed."""
 
     def __init__(self) -> None:
-        self._guards: dict[tuple[TopicPartition, int], tuple[Partition, int, object]] = {}
+        self._guards: dict[tuple[TopicPartition, int], _Guard] = {}
 
     def start(self, partition: Partition, producer_id: int) -> object:
-        """The producer's guard on ``partition``: the one in place, else a new one."""
+        """The producer's guard on ``partition`` (the one in place, else a new one), for a
+        verification starting; end it with :meth:`verified`."""
         key = (partition.tp, producer_id)
         held = self._guards.get(key)
-        if held is not None and held[0] is partition and held[1] == partition.leader_epoch:
-            return held[2]
-        guard = object()
-        self._guards[key] = (partition, partition.leader_epoch, guard)
-        return guard
+        if (
+            held is None
+            or held.partition is not partition
+            or held.leader_epoch != partition.leader_epoch
+        ):
+            held = self._guards[key] = _Guard(partition, partition.leader_epoch)
+        held.verifying += 1
+        return held
+
+    def verified(self, tp: TopicPartition, producer_id: int, guard: object, ok: bool) -> None:
+        """A verification of ``guard`` ended; a failed one drops the guard unless another
+        verification still holds it."""
+        assert isinstance(guard, _Guard)
+        guard.verifying -= 1
+        if not ok and guard.verifying <= 0 and self._guards.get((tp, producer_id)) is guard:
+            del self._guards[(tp, producer_id)]
 
     def holds(self, partition: Partition, producer_id: int, guard: object) -> bool:
         held = self._guards.get((partition.tp, producer_id))
         return (
             held is not None
-            and held[0] is partition
-            and held[1] == partition.leader_epoch
-            and held[2] is guard
+            and held is guard
+            and held.partition is partition
+            and held.leader_epoch == partition.leader_epoch
             and partition.is_leader
         )
 
@@ -194,8 +220,22 @@ class ProduceVerification:
 
 @dataclass
 class _Waiting:
+    """One transactional id's entry in the next request: its partitions, and the
+    verifications waiting for it, each with the partitions it asked for."""
+
     request: AddPartitionsToTxnRequest
-    future: asyncio.Future[dict[TopicPartition, KafkaError]]
+    waiters: list[
+        tuple[frozenset[TopicPartition], asyncio.Future[dict[TopicPartition, KafkaError]]]
+    ]
+
+    def merge(
+        self,
+        request: AddPartitionsToTxnRequest,
+        future: asyncio.Future[dict[TopicPartition, KafkaError]],
+    ) -> None:
+        partitions = tuple(sorted(set(self.request.partitions) | set(request.partitions)))
+        self.request = dataclasses.replace(self.request, partitions=partitions)
+        self.waiters.append((frozenset(request.partitions), future))
 
 
 @dataclass
@@ -276,11 +316,11 @@ class TxnVerifier:
         try:
             failed = await self.verify_transaction(request)
         except BaseException:
-            for p, pid, _ in checks:
-                self.guards.clear(p.tp, pid)
+            for p, pid, guard in checks:
+                self.guards.verified(p.tp, pid, guard, ok=False)
             raise
-        for tp in failed:
-            self.guards.clear(tp, producer_id)
+        for p, pid, guard in checks:
+            self.guards.verified(p.tp, pid, guard, ok=p.tp not in failed)
         return ProduceVerification(
             {tp: _produce_error(e) for tp, e in failed.items()}, checks, self.guards
         )
@@ -314,21 +354,25 @@ class TxnVerifier:
         )
         tid = request.transactional_id
         existing = queue.waiting.get(tid)
-        if existing is not None:
-            # One entry per transactional id in a request. A newer epoch fences the one
-            # waiting; the same epoch is a retry: the older one gets a retriable error.
-            if existing.request.producer_epoch > request.producer_epoch:
-                fenced = errors.InvalidProducerEpochError(
-                    f"producer epoch {request.producer_epoch} of {tid} is fenced"
-                )
-                return dict.fromkeys(request.partitions, fenced)
-            old: KafkaError = (
-                errors.InvalidProducerEpochError(f"a newer epoch of {tid} is being verified")
-                if existing.request.producer_epoch < request.producer_epoch
-                else errors.NetworkError(f"a newer verification of {tid} replaced this one")
-            )
-            _settle(existing, dict.fromkeys(existing.request.partitions, old))
-        queue.waiting[tid] = _Waiting(request, future)
+        if (
+            existing is not None
+            and existing.request.producer_id == request.producer_id
+            and existing.request.producer_epoch == request.producer_epoch
+        ):
+            # One entry per transactional id in a request: the same producer's partitions
+            # are asked together.
+            existing.merge(request, future)
+        else:
+            if existing is not None:
+                # A newer epoch fences the one waiting; an older one is fenced at once.
+                if existing.request.producer_epoch > request.producer_epoch:
+                    fenced = errors.InvalidProducerEpochError(
+                        f"producer epoch {request.producer_epoch} of {tid} is fenced"
+                    )
+                    return dict.fromkeys(request.partitions, fenced)
+                old = errors.InvalidProducerEpochError(f"a newer epoch of {tid} is being verified")
+                _settle(existing, dict.fromkeys(existing.request.partitions, old))
+            queue.waiting[tid] = _Waiting(request, [(frozenset(request.partitions), future)])
         if queue.sender is None or queue.sender.done():
             queue.sender = asyncio.get_running_loop().create_task(
                 self._send(node, queue), name=f"verify-txn-partitions-{node}"
@@ -387,8 +431,10 @@ class TxnVerifier:
 
 
 def _settle(waiting: _Waiting, result: dict[TopicPartition, KafkaError]) -> None:
-    if not waiting.future.done():
-        waiting.future.set_result(result)
+    """Answer each verification waiting on the entry with its own partitions' errors."""
+    for partitions, future in waiting.waiters:
+        if not future.done():
+            future.set_result({tp: e for tp, e in result.items() if tp in partitions})
 
 
 def _unverified(response: AddPartitionsToTxnResponse) -> dict[TopicPartition, KafkaError]:

@@ -191,16 +191,18 @@ async def test_verifications_are_batched_per_remote_coordinator(world: TxnWorld)
     assert isinstance(stale[T0], errors.InvalidProducerEpochError)
     await asyncio.sleep(0.01)
     assert isinstance((await c_old)[T0], errors.InvalidProducerEpochError)
-    # A retry at the same epoch replaces the one waiting, which gets a retriable error.
-    b_again = asyncio.create_task(verify(request("b")))
+    # Another produce request of b's producer (gRPC serves them concurrently, so it is not
+    # a retry) joins the entry waiting: one entry with both partitions, both answered.
+    b_other = asyncio.create_task(verify(request("b", tp=T1)))
     await asyncio.sleep(0.01)
-    assert isinstance((await b)[T0], errors.NetworkError)
+    assert not b.done()
     gate.set()
-    assert await first == {} and await b_again == {} and await c_new == {}
+    assert await first == {} and await b == {} and await b_other == {} and await c_new == {}
     assert [[r.transactional_id for r in sent] for sent in client.verifications] == [
         ["a"],
         ["b", "c"],
     ]
+    assert client.verifications[1][0].partitions == (T0, T1)
     assert all(r.verify_only for sent in client.verifications for r in sent)
 
 
@@ -240,3 +242,48 @@ async def test_coordinator_errors_as_produce_errors(world: TxnWorld, tmp_path: P
     world.verifier.enabled = False
     (r,) = await api.handle_produce(batch, 1, 1000, TID)
     assert r.error is None
+
+
+async def test_a_failed_verification_leaves_a_concurrent_ones_guard(
+    world: TxnWorld, tmp_path: Path
+) -> None:
+    """Two produce requests of one producer to one partition are verified at once (gRPC
+    serves them concurrently). The first is refused (the previous transaction was still
+    completing) and the second passes: the second is appended, since the first's failure
+    does not take the guard they share."""
+    api = apis(world, tmp_path)
+    pid, epoch = await started(world, T0)
+    local = world.coordinator.add_partitions_to_txn
+    gates = [asyncio.Event(), asyncio.Event()]
+    calls = 0
+
+    async def answer(
+        requests: list[AddPartitionsToTxnRequest],
+    ) -> list[AddPartitionsToTxnResponse]:
+        nonlocal calls
+        call, calls = calls, calls + 1
+        await gates[call].wait()
+        if call == 0:
+            busy = errors.ConcurrentTransactionsError("busy")
+            return [
+                AddPartitionsToTxnResponse(r.transactional_id, dict.fromkeys(r.partitions, busy))
+                for r in requests
+            ]
+        return await local(requests)
+
+    world.verifier.local = answer  # type: ignore[assignment]
+    batch = [("t", 0, world.produce_batch(pid, epoch))]
+    first = asyncio.create_task(api.handle_produce(batch, 1, 1000, TID))
+    second = asyncio.create_task(api.handle_produce(batch, 1, 1000, TID))
+    await asyncio.sleep(0.01)
+    assert calls == 2 and len(world.verifier.guards) == 1
+    gates[0].set()
+    (r1,) = await first
+    assert isinstance(r1.error, errors.NotEnoughReplicasError)  # retriable
+    gates[1].set()
+    while not second.done():
+        await world.replicate(2)
+        await asyncio.sleep(0.002)
+    (r2,) = second.result()
+    assert r2.error is None and r2.base_offset == 0
+    assert len(world.verifier.guards) == 0
