@@ -406,6 +406,8 @@ class Producer:
         """Send everything of the transaction, then commit it. Raises the error of a send
         that failed (then only :meth:`abort_transaction` is possible)."""
         txn = self._transactions()
+        if txn.send_error() is not None:
+            txn.end(committed=True)  # raises why the transaction can only be aborted
         self.flush()
         txn.end(committed=True)
 

@@ -151,12 +151,19 @@ class Sender:
         max_in_flight = int(self.config["max_in_flight_requests_per_connection"])
         while True:
             if self.fatal is not None:
-                self._fail_everything()
+                self._fail_everything(self.fatal)
                 with self._lock:
                     if self.closed:
                         return
                     self._wake.wait(0.1)
                 continue
+            if self._txn is not None:
+                # The transaction can only be aborted (or the producer was fenced): what
+                # it still has queued fails at once rather than being sent (Kafka's Sender
+                # aborts undrained batches), so a commit or flush does not wait for it.
+                txn_error = self._txn.send_error()
+                if txn_error is not None:
+                    self._fail_everything(txn_error)
             if self._idem is not None and not self._idem.has_id:
                 if self.closed:
                     return
@@ -370,17 +377,18 @@ class Sender:
         _log.error("the idempotent producer cannot get a producer id: %s", err)
         self.fatal = err
 
-    def _fail_everything(self) -> None:
-        """Fail what is queued and waiting: the producer cannot send anything."""
-        assert self.fatal is not None
+    def _fail_everything(self, err: KafkaError) -> None:
+        """Fail what is queued and waiting for a retry with ``err``: none of it can be
+        sent."""
         with self._lock:
             waiting, self.retries = self.retries, []
+            self.in_flight += len(waiting)  # taken again, as a due retry is
         for b in waiting:
-            self._fail(b, self.fatal)
+            self._fail(b, err)
         if waiting:
             self._done_with(waiting, request=False)
         for result in self._accumulator.abort_all():
-            result.complete(-1, -1, -1, self.fatal)
+            result.complete(-1, -1, -1, err)
 
     # -- requests and answers --------------------------------------------------------------
 
@@ -528,6 +536,11 @@ class Sender:
         b.attempts += 1
         elapsed_ms = now_ms() - b.created_ms
         if b.attempts > self.config["retries"] or elapsed_ms > self.config["delivery_timeout_ms"]:
+            self._fail(b, err)
+            return
+        if self._txn is not None and self._txn.send_error() is not None:
+            # Another batch of the transaction failed for good: this one's sequence may
+            # never follow it, and the transaction can only be aborted.
             self._fail(b, err)
             return
         # Leadership may have moved (or the leader died): the sender thread learns the

@@ -129,6 +129,13 @@ class TransactionManager:
             )
         self._require(TransactionState.IN_TRANSACTION, doing="send")
 
+    def send_error(self) -> KafkaError | None:
+        """Why the ongoing transaction's batches must not be sent: it can only be aborted,
+        or this producer was fenced (None: they may)."""
+        if self.state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
+            return self.error
+        return None
+
     def fail(self, err: BaseException) -> None:
         """A send of the ongoing transaction failed: the transaction can only be aborted,
         or, when this producer was fenced, nothing more can be done."""
