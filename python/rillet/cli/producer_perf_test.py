@@ -240,6 +240,11 @@ def run(args: argparse.Namespace) -> int:
 def _send_all(
     producer: Producer, args: argparse.Namespace, values: list[bytes], rng: random.Random
 ) -> dict[str, Any]:
+    # Kafka's ProducerPerformance: InitProducerId (which may first create
+    # __transaction_state) happens before the clock starts; it is not produce throughput.
+    txn_s = args.transaction_duration_ms / 1000
+    if txn_s > 0:
+        producer.init_transactions()
     start = time.monotonic()
     stats = Stats(start=start, window_start=start)
     throttler = Throttler(args.throughput, start)
@@ -265,10 +270,8 @@ def _send_all(
     throttle = throttler.throttle if args.throughput > 0 else None
     # Kafka's ProducerPerformance: with --transaction-duration-ms, one transaction at a time,
     # committed once it has been open that long (and at the end).
-    txn_s = args.transaction_duration_ms / 1000
     txn_started = 0.0
     if txn_s > 0:
-        producer.init_transactions()
         producer.begin_transaction()
         txn_started = clock()
     for i in range(args.num_records):
