@@ -621,7 +621,7 @@ fn model_expect(m: &HashMap<i64, ModelProducer>, b: &ProducerBatch) -> &'static 
     let Some(p) = m.get(&b.producer_id) else {
         return "APPEND";
     };
-    let recent = &p.batches[p.batches.len().saturating_sub(5)..];
+    let recent = &p.batches[p.batches.len().saturating_sub(NUM_BATCHES_TO_RETAIN)..];
     if b.producer_epoch == p.epoch
         && recent
             .iter()
