@@ -1,0 +1,225 @@
+//! Kafka's binary wire protocol, driven by Kafka's own JSON message schemas
+//! (`schemas/kafka/*.json`, see its README): one interpreter reads and writes every
+//! request and response at every version, no code per message.
+//!
+//! A frame on the socket:
+//!
+//! ```text
+//! size      int32   bytes that follow
+//! header    RequestHeader (v1, or v2 for a flexible request version; v0 only for
+//!           ControlledShutdown v0) or ResponseHeader (v0, or v1 for a flexible
+//!           version; always v0 for ApiVersionsResponse, so that a client which sent a
+//!           version the broker does not know can still read the error)
+//! body      the message at its version
+//! ```
+//!
+//! Encodings, as Kafka's generated code writes them:
+//!
+//! | type                 | classic versions              | flexible versions                  |
+//! |----------------------|-------------------------------|------------------------------------|
+//! | bool, int8           | 1 byte                        | same                               |
+//! | int16/32/64, uint16/32, float64 | big-endian         | same                               |
+//! | uuid                 | 16 bytes                      | same                               |
+//! | string               | int16 length, -1 null, UTF-8  | varint length + 1, 0 null          |
+//! | bytes, records       | int32 length, -1 null         | varint length + 1, 0 null          |
+//! | array                | int32 count, -1 null          | varint count + 1, 0 null           |
+//! | nullable struct      | int8 -1 null / 1, then struct | same (in place); varint 0/1 tagged |
+//! | struct               | its fields                    | its fields, then tagged fields     |
+//!
+//! Tagged fields: a varint count, then for each in ascending tag order its tag, its size
+//! and its value, all varints but the value. `RequestHeader.ClientId` keeps the classic
+//! int16 string in every header version (its schema overrides `flexibleVersions`).
+//!
+//! Values are dynamic ([`Value`]); fields are named by the snake_case of their schema name
+//! ([`schema::snake_case`]). Records travel as opaque bytes (`Value::Bytes`): the record
+//! batch codec is `rillet-core`'s. Errors are [`Error`], which converts into
+//! `rillet_core::Error::InvalidRequest`; no input makes the codec panic.
+
+mod decode;
+mod encode;
+mod error;
+mod json;
+mod registry;
+pub mod schema;
+mod value;
+mod versions;
+mod wire;
+
+pub use error::{Error, Result};
+pub use registry::{registry, ApiVersionRange, Registry};
+pub use schema::{FieldSpec, FieldType, MessageKind, MessageSpec, StructSpec};
+pub use value::Value;
+pub use versions::Versions;
+
+use wire::Reader;
+
+/// The api key of ApiVersions, whose response header stays v0 in every version.
+const API_VERSIONS_KEY: i16 = 18;
+/// The api key of ControlledShutdown, whose v0 uses request header v0 (no client id).
+const CONTROLLED_SHUTDOWN_KEY: i16 = 7;
+
+/// What a broker needs of a request's header (RequestHeader.json).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestHeader {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+    /// `None` when the client sent null (or header v0, which has no client id).
+    pub client_id: Option<String>,
+}
+
+/// The RequestHeader version of `request` at `api_version`.
+pub fn request_header_version(request: &MessageSpec, api_version: i16) -> i16 {
+    if request.api_key == Some(CONTROLLED_SHUTDOWN_KEY) && api_version == 0 {
+        0
+    } else if request.is_flexible(api_version) {
+        2
+    } else {
+        1
+    }
+}
+
+/// The ResponseHeader version of `response` at `api_version`.
+pub fn response_header_version(response: &MessageSpec, api_version: i16) -> i16 {
+    if response.api_key != Some(API_VERSIONS_KEY) && response.is_flexible(api_version) {
+        1
+    } else {
+        0
+    }
+}
+
+/// Reads a request `frame` (the bytes after its 4-byte size). An api key no schema has is
+/// [`Error::UnknownApiKey`], a version outside the schema's is
+/// [`Error::UnsupportedVersion`]; both carry the correlation id (the first 8 bytes are
+/// always api key, version and correlation id).
+pub fn decode_request(frame: &[u8]) -> Result<(RequestHeader, Value)> {
+    let Some(prefix) = frame.get(..8) else {
+        return Err(Error::Malformed {
+            context: "request header".into(),
+            offset: 0,
+            reason: format!(
+                "the frame has {} bytes, fewer than the 8 of api key, version and correlation id",
+                frame.len()
+            ),
+        });
+    };
+    let api_key = i16::from_be_bytes([prefix[0], prefix[1]]);
+    let api_version = i16::from_be_bytes([prefix[2], prefix[3]]);
+    let correlation_id = i32::from_be_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]);
+    let registry = registry();
+    let request = registry.request(api_key).ok_or(Error::UnknownApiKey {
+        api_key,
+        kind: MessageKind::Request,
+        correlation_id: Some(correlation_id),
+    })?;
+    request.check_version(api_version, Some(correlation_id))?;
+
+    let mut reader = Reader::new(frame);
+    let header = registry
+        .request_header()
+        .decode_from(request_header_version(request, api_version), &mut reader)?;
+    let client_id = match header.get("client_id") {
+        Some(Value::Str(client_id)) => Some(client_id.clone()),
+        _ => None,
+    };
+    let body = request.decode_from(api_version, &mut reader)?;
+    request.expect_end(api_version, &reader)?;
+    let header = RequestHeader {
+        api_key,
+        api_version,
+        correlation_id,
+        client_id,
+    };
+    Ok((header, body))
+}
+
+/// A request frame, size prefix included.
+pub fn encode_request(header: &RequestHeader, body: &Value) -> Result<Vec<u8>> {
+    let registry = registry();
+    let request = registry
+        .request(header.api_key)
+        .ok_or(Error::UnknownApiKey {
+            api_key: header.api_key,
+            kind: MessageKind::Request,
+            correlation_id: Some(header.correlation_id),
+        })?;
+    request.check_version(header.api_version, Some(header.correlation_id))?;
+    let header_value = Value::Struct(vec![
+        ("request_api_key", header.api_key.into()),
+        ("request_api_version", header.api_version.into()),
+        ("correlation_id", header.correlation_id.into()),
+        ("client_id", header.client_id.clone().into()),
+    ]);
+    let mut frame = vec![0; 4];
+    registry.request_header().encode_into(
+        request_header_version(request, header.api_version),
+        &header_value,
+        &mut frame,
+    )?;
+    request.encode_into(header.api_version, body, &mut frame)?;
+    finish_frame(frame, &request.name)
+}
+
+/// A response frame, size prefix included.
+pub fn encode_response(
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    body: &Value,
+) -> Result<Vec<u8>> {
+    let registry = registry();
+    let response = registry.response(api_key).ok_or(Error::UnknownApiKey {
+        api_key,
+        kind: MessageKind::Response,
+        correlation_id: Some(correlation_id),
+    })?;
+    response.check_version(api_version, Some(correlation_id))?;
+    let header_value = Value::Struct(vec![("correlation_id", correlation_id.into())]);
+    let mut frame = vec![0; 4];
+    registry.response_header().encode_into(
+        response_header_version(response, api_version),
+        &header_value,
+        &mut frame,
+    )?;
+    response.encode_into(api_version, body, &mut frame)?;
+    finish_frame(frame, &response.name)
+}
+
+/// Reads a response `frame` (the bytes after its 4-byte size) to a request of `api_key` at
+/// `api_version`: its correlation id and body.
+pub fn decode_response(api_key: i16, api_version: i16, frame: &[u8]) -> Result<(i32, Value)> {
+    let correlation_id = frame
+        .get(..4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let registry = registry();
+    let response = registry.response(api_key).ok_or(Error::UnknownApiKey {
+        api_key,
+        kind: MessageKind::Response,
+        correlation_id,
+    })?;
+    response.check_version(api_version, correlation_id)?;
+    let mut reader = Reader::new(frame);
+    let header = registry
+        .response_header()
+        .decode_from(response_header_version(response, api_version), &mut reader)?;
+    let correlation_id = header
+        .get("correlation_id")
+        .and_then(Value::as_int)
+        .unwrap_or_default() as i32;
+    let body = response.decode_from(api_version, &mut reader)?;
+    response.expect_end(api_version, &reader)?;
+    Ok((correlation_id, body))
+}
+
+/// Writes the size prefix of `frame`, whose first 4 bytes were reserved for it.
+fn finish_frame(mut frame: Vec<u8>, message: &str) -> Result<Vec<u8>> {
+    let size = i32::try_from(frame.len() - 4).map_err(|_| Error::InvalidValue {
+        context: message.to_string(),
+        reason: format!(
+            "a frame of {} bytes does not fit an int32 size",
+            frame.len() - 4
+        ),
+    })?;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(frame)
+}
