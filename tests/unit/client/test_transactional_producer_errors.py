@@ -35,7 +35,6 @@ def refuse_first_for_good(broker: MiniBroker) -> list[int]:
     does for batches after a gap."""
     replicas = broker.server.replicas
     assert replicas is not None
-    real = replicas.append_records
     calls: list[int] = []
 
     async def append(
