@@ -1,6 +1,6 @@
 """Typed stubs for the native module ``rillet._core`` (checked with ``mypy.stubtest``)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Literal, final
@@ -55,6 +55,11 @@ __all__ = [
     "decode_produce_request",
     "encode_fetch_response",
     "encode_produce_request",
+    "kafka_api_versions",
+    "kafka_decode_request",
+    "kafka_decode_response",
+    "kafka_encode_request",
+    "kafka_encode_response",
     "murmur2",
     "partition_for_key",
     "read_offset_checkpoint",
@@ -384,6 +389,24 @@ def encode_produce_request(
     topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[ClosedBatch]]]]],
     transactional_id: str | None = None,
 ) -> bytes: ...
+
+# The Kafka wire protocol, read and written from Kafka's JSON message schemas. Bodies are
+# dicts keyed by the snake_case of the schema's field names.
+def kafka_api_versions() -> list[tuple[int, int, int]]: ...
+def kafka_decode_request(frame: Buffer) -> tuple[int, int, int, str | None, dict[str, Any]]: ...
+def kafka_encode_response(
+    api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
+) -> bytes: ...
+def kafka_encode_request(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: Mapping[str, Any],
+) -> bytes: ...
+def kafka_decode_response(
+    api_key: int, api_version: int, frame: Buffer
+) -> tuple[int, dict[str, Any]]: ...
 
 @final
 class ConsumerRecord:

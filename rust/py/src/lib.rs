@@ -13,6 +13,7 @@ mod errors;
 mod future;
 mod gil;
 mod io;
+mod kafka;
 mod log;
 mod producer_state;
 mod record;
@@ -33,5 +34,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cleaner::register(m)?;
     io::register(m)?;
     wire::register(m)?;
+    kafka::register(m)?;
     Ok(())
 }
