@@ -154,6 +154,7 @@ class BrokerConfig:
     listeners: tuple[Endpoint, ...]
     advertised_listeners: tuple[Endpoint, ...]
     inter_broker_listener_name: str | None
+    grpc_listener_names: tuple[str, ...]
     log_dirs: tuple[Path, ...]
     metadata_log_dir: Path
     log_flush_interval_ms: int
@@ -325,6 +326,20 @@ class BrokerConfig:
         return tuple(e for e in self.listeners if e.listener_name not in names)
 
     @property
+    def grpc_listeners(self) -> tuple[Endpoint, ...]:
+        """The broker listeners that serve Rillet's gRPC API (``grpc.listener.names``; all of
+        them when it is empty)."""
+        names = set(self.grpc_listener_names)
+        return tuple(e for e in self.broker_listeners if not names or e.listener_name in names)
+
+    @property
+    def kafka_listeners(self) -> tuple[Endpoint, ...]:
+        """The broker listeners that serve Kafka's binary protocol: those not in
+        ``grpc.listener.names`` (none when it is empty)."""
+        grpc = set(self.grpc_listeners)
+        return tuple(e for e in self.broker_listeners if e not in grpc)
+
+    @property
     def inter_broker_listener(self) -> Endpoint | None:
         """The advertised endpoint other brokers replicate from."""
         for e in self.advertised_listeners:
@@ -455,6 +470,8 @@ class BrokerConfig:
         self.inter_broker_listener_name = None
         if self.is_broker:
             self._derive_advertised(controller_set)
+        self.grpc_listener_names = tuple(n.strip().upper() for n in v["grpc.listener.names"])
+        self._check_grpc_listeners()
 
         # log dirs
         dirs: list[str] = v["log.dirs"] if v["log.dirs"] is not None else [v["log.dir"]]
@@ -512,6 +529,25 @@ class BrokerConfig:
             raise InvalidConfigurationError(
                 f"Invalid value {protocol} for configuration security.inter.broker.protocol: "
                 "only PLAINTEXT is supported yet"
+            )
+
+    def _check_grpc_listeners(self) -> None:
+        """``grpc.listener.names`` names broker listeners, among them the inter-broker one
+        (replication between Rillet brokers is gRPC)."""
+        if not self.grpc_listener_names:
+            return
+        broker_names = {e.listener_name for e in self.broker_listeners}
+        for name in self.grpc_listener_names:
+            if name not in broker_names:
+                raise InvalidConfigurationError(
+                    f"grpc.listener.names contains {name}, which is not a broker listener in "
+                    f"listeners ({', '.join(sorted(broker_names)) or 'none'})"
+                )
+        ibl = self.inter_broker_listener_name
+        if ibl is not None and ibl not in self.grpc_listener_names:
+            raise InvalidConfigurationError(
+                f"inter.broker.listener.name {ibl} must be one of grpc.listener.names "
+                f"({', '.join(self.grpc_listener_names)}): brokers replicate over gRPC"
             )
 
     def _derive_advertised(self, controller_set: set[str]) -> None:

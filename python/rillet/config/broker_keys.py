@@ -140,6 +140,13 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
         ),
         _k("inter.broker.listener.name", "string", None, "Listener for replication"),
         _k(
+            "grpc.listener.names",
+            "list",
+            [],
+            "Rillet's: the broker listeners that serve the gRPC API; the others serve Kafka's "
+            "protocol (empty: every broker listener serves gRPC)",
+        ),
+        _k(
             "security.inter.broker.protocol",
             "string",
             "PLAINTEXT",

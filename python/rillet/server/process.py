@@ -68,6 +68,8 @@ from rillet.server.grpc.listener import GrpcListener, broker_listener, controlle
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
+from rillet.server.kafka.apis import KafkaApis
+from rillet.server.kafka.listener import KafkaListener
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_cleaner import LogCleanerConfig
 from rillet.storage.log_manager import LogManager, ProducerStateConfig
@@ -135,7 +137,7 @@ class RilletServer:
         self.apis: BrokerApis | None = None
         self.metadata_log: MetadataLog | None = None
         self.driver: RaftDriver | None = None
-        self.listeners: list[GrpcListener] = []
+        self.listeners: list[GrpcListener | KafkaListener] = []
         self.bound: dict[str, int] = {}
         self._metadata_lock: IO[bytes] | None = None
         cfg = config
@@ -400,7 +402,7 @@ class RilletServer:
         cfg = self.config
         if cfg.is_broker and cfg.broker_listeners:
             assert self.apis is not None
-            name = (cfg.inter_broker_listener or cfg.broker_listeners[0]).listener_name
+            name = (cfg.inter_broker_listener or cfg.grpc_listeners[0]).listener_name
             assert self.groups is not None and self.producer_ids is not None
             listener = broker_listener(
                 self.apis,
@@ -411,12 +413,21 @@ class RilletServer:
                 transactions=self.transactions,
                 txn_markers=self.txn_markers,
             )
-            await self._listen(listener, cfg.broker_listeners)
+            await self._listen(listener, cfg.grpc_listeners)
+            if cfg.kafka_listeners:
+                kafka = KafkaListener(
+                    KafkaApis(self.apis),
+                    max_request_bytes=cfg.socket_request_max_bytes,
+                    idle_ms=cfg["connections.max.idle.ms"],
+                )
+                await self._listen(kafka, cfg.kafka_listeners)
         if cfg.is_controller and cfg.controller_listeners:
             listener = controller_listener(driver, self.controller, self.clock, self.cluster_id)
             await self._listen(listener, cfg.controller_listeners)
 
-    async def _listen(self, listener: GrpcListener, endpoints: Sequence[Endpoint]) -> None:
+    async def _listen(
+        self, listener: GrpcListener | KafkaListener, endpoints: Sequence[Endpoint]
+    ) -> None:
         await listener.start(endpoints)
         self.bound.update(listener.bound)
         self.listeners.append(listener)

@@ -767,3 +767,27 @@ def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
     assert embedded.updated({"num.partitions": "2"}).inert_settings() == []
     # The shipped example sets Kafka's single-node transaction settings, which take effect.
     assert BrokerConfig.from_file(EXAMPLE).inert_settings() == []
+
+
+def test_grpc_listener_names_split_broker_listeners_between_grpc_and_kafkas_protocol() -> None:
+    two = {
+        "listeners": "PLAINTEXT://:9092,GRPC://:9095,CONTROLLER://:9093",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,GRPC:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    }
+    # Unset: every broker listener serves gRPC, as before the Kafka protocol existed.
+    c = with_props(**two)
+    assert [e.listener_name for e in c.grpc_listeners] == ["PLAINTEXT", "GRPC"]
+    assert c.kafka_listeners == ()
+    c = with_props(**two, **{"grpc.listener.names": "grpc", "inter.broker.listener.name": "GRPC"})
+    assert c.grpc_listener_names == ("GRPC",)
+    assert [e.listener_name for e in c.grpc_listeners] == ["GRPC"]
+    assert [e.listener_name for e in c.kafka_listeners] == ["PLAINTEXT"]
+    with pytest.raises(InvalidConfigurationError, match="GRPC, which is not a broker listener"):
+        with_props(**{"grpc.listener.names": "GRPC"})
+    with pytest.raises(InvalidConfigurationError, match="CONTROLLER, which is not a broker"):
+        with_props(**two, **{"grpc.listener.names": "GRPC,CONTROLLER"})
+    with pytest.raises(
+        InvalidConfigurationError,
+        match=r"inter\.broker\.listener\.name PLAINTEXT must be one of grpc\.listener\.names",
+    ):
+        with_props(**two, **{"grpc.listener.names": "GRPC"})

@@ -1,0 +1,206 @@
+"""Kafka's API keys over the schema-driven codec: a request frame in, its response frame
+out (Kafka's ``KafkaApis``, the transport half: the work is done by the transport-agnostic
+:class:`~rillet.broker.apis.BrokerApis`).
+
+Bodies are dicts keyed by the snake_case of the schema's field names
+(:func:`rillet._core.kafka_decode_request`). Versions are negotiated as in Kafka: ApiVersions
+lists :data:`SUPPORTED` (each key's range within what the schemas know), and answers a
+version it does not know with UNSUPPORTED_VERSION in a v0 response (KIP-511). Another key
+or version outside :data:`SUPPORTED` is answered UNSUPPORTED_VERSION when its response has a
+top-level error code; otherwise, as Kafka's broker does for an api key it does not serve,
+the connection is closed (and the reason logged). A frame the codec cannot read is
+answered the same way with INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from rillet import _core
+from rillet.broker.apis import BrokerApis, MetadataResult
+from rillet.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
+
+__all__ = ["REQUEST_HEADER_MIN_BYTES", "SUPPORTED", "KafkaApis"]
+
+_log = logging.getLogger(__name__)
+
+API_VERSIONS = 18
+METADATA = 3
+
+# api key, api version, correlation id: the first bytes of every request header.
+_HEADER_START = struct.Struct(">hhi")
+REQUEST_HEADER_MIN_BYTES = _HEADER_START.size
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+Body = dict[str, Any]
+Handler = Callable[["KafkaApis", int, Body, str], Awaitable[Body]]
+
+
+def _schema_versions() -> dict[int, tuple[int, int]]:
+    return {k: (lo, hi) for k, lo, hi in _core.kafka_api_versions()}
+
+
+class KafkaApis:
+    """See the module doc."""
+
+    def __init__(self, apis: BrokerApis) -> None:
+        self.apis = apis
+        schemas = _schema_versions()
+        # Each served key's versions: what its handler reads, within what the schemas know.
+        self.supported: dict[int, tuple[int, int]] = {
+            key: (max(lo, schemas[key][0]), min(hi, schemas[key][1]))
+            for key, (lo, hi) in SUPPORTED.items()
+        }
+
+    async def handle(self, frame: bytes, listener_name: str) -> bytes | None:
+        """The response frame to ``frame`` (a request without its size prefix), or None to
+        close the connection."""
+        api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
+        served = self.supported.get(api_key)
+        if served is None or not served[0] <= version <= served[1]:
+            return self._unsupported(api_key, version, correlation_id)
+        try:
+            _, _, _, _, body = _core.kafka_decode_request(frame)
+        except (InvalidRequestError, UnsupportedVersionError) as e:
+            _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
+            return self._error_response(api_key, version, correlation_id, e)
+        response = await _HANDLERS[api_key](self, version, body, listener_name)
+        return _core.kafka_encode_response(api_key, version, correlation_id, response)
+
+    # -- answering what is not served --------------------------------------------------------
+
+    def _unsupported(self, api_key: int, version: int, correlation_id: int) -> bytes | None:
+        served = self.supported.get(api_key)
+        err = UnsupportedVersionError(
+            f"api key {api_key} version {version} is not supported"
+            + (f" (versions {served[0]}-{served[1]} are)" if served else "")
+        )
+        if api_key == API_VERSIONS:
+            # KIP-511: answered at v0, which every client reads, listing what is served.
+            return _core.kafka_encode_response(
+                API_VERSIONS,
+                0,
+                correlation_id,
+                {"error_code": err.code, "api_keys": self._api_keys()},
+            )
+        _log.info("%s", err.message)
+        return self._error_response(api_key, version, correlation_id, err)
+
+    def _error_response(
+        self, api_key: int, version: int, correlation_id: int, err: KafkaError
+    ) -> bytes | None:
+        """``err`` as the response's top-level error code, at ``version`` (or the nearest
+        version the schemas have); None when the response has no top-level error code."""
+        schemas = _schema_versions()
+        if api_key not in schemas:
+            _log.warning("closing a connection: unknown api key %d", api_key)
+            return None
+        lo, hi = schemas[api_key]
+        at = min(max(version, lo), hi)
+        try:
+            return _core.kafka_encode_response(
+                api_key, at, correlation_id, {"error_code": err.code}
+            )
+        except ValueError:
+            _log.warning(
+                "closing a connection: api key %d v%d (%s) has no error code to answer with",
+                api_key,
+                version,
+                err.name,
+            )
+            return None
+
+    # -- ApiVersions --------------------------------------------------------------------------
+
+    def _api_keys(self) -> list[Body]:
+        return [
+            {"api_key": k, "min_version": lo, "max_version": hi}
+            for k, (lo, hi) in sorted(self.supported.items())
+        ]
+
+    async def api_versions(self, version: int, body: Body, listener_name: str) -> Body:
+        return {"error_code": 0, "api_keys": self._api_keys()}
+
+    # -- Metadata -----------------------------------------------------------------------------
+
+    async def metadata(self, version: int, body: Body, listener_name: str) -> Body:
+        """Topics named (or, since v10, given by id), or every topic for a null list (v1+)
+        or an empty one (v0); brokers with their endpoint on this listener."""
+        wanted = body.get("topics")
+        image = self.apis.image()
+        names: list[str] = []
+        unknown_ids: list[uuid.UUID] = []
+        for t in wanted or ():
+            name = t.get("name")
+            topic_id = t.get("topic_id") or _ZERO_UUID
+            if not name and topic_id != _ZERO_UUID:
+                topic = image.topics_by_id.get(topic_id)
+                if topic is None:
+                    unknown_ids.append(topic_id)
+                    continue
+                name = topic.name
+            if name is not None:
+                names.append(name)
+        if wanted is not None and not names and (version > 0 or unknown_ids):
+            # A list naming no (known) topic: no topics, only the brokers. (handle_metadata
+            # reads no names as every topic, which Metadata v0 means by an empty list.)
+            cluster = self.apis.handle_describe_cluster(listener_name)
+            brokers = [b for b in cluster.brokers if not b.is_fenced and b.port >= 0]
+            result = MetadataResult(cluster.cluster_id, cluster.controller_id, brokers, [])
+        else:
+            result = await self.apis.handle_metadata(
+                names, bool(body.get("allow_auto_topic_creation", True)), listener_name
+            )
+        topics = [_metadata_topic(t) for t in result.topics]
+        topics += [
+            {"error_code": 100, "name": None, "topic_id": i, "partitions": []}  # UNKNOWN_TOPIC_ID
+            for i in unknown_ids
+        ]
+        return {
+            "brokers": [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in result.brokers
+            ],
+            "cluster_id": result.cluster_id,
+            "controller_id": result.controller_id,
+            "topics": topics,
+        }
+
+
+def _metadata_topic(t: Any) -> Body:
+    out: Body = {
+        "error_code": t.error.code if t.error else 0,
+        "name": t.name,
+        "topic_id": t.topic.topic_id if t.topic is not None else _ZERO_UUID,
+        "is_internal": t.topic.is_internal if t.topic is not None else False,
+        "partitions": [
+            {
+                "error_code": p.error.code if p.error else 0,
+                "partition_index": p.partition,
+                "leader_id": p.leader_id,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": list(p.offline_replicas),
+            }
+            for p in t.partitions
+        ],
+    }
+    return out
+
+
+# The keys served, with the versions their handlers read.
+SUPPORTED: Mapping[int, tuple[int, int]] = {
+    API_VERSIONS: (0, 4),
+    METADATA: (0, 12),
+}
+
+_HANDLERS: Mapping[int, Handler] = {
+    API_VERSIONS: KafkaApis.api_versions,
+    METADATA: KafkaApis.metadata,
+}

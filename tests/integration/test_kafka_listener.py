@@ -1,0 +1,161 @@
+"""Kafka's binary protocol on a broker listener (``server/kafka``): unmodified kafka-python
+negotiates versions and reads metadata through it, beside the gRPC listener of the same
+broker; bad frames close only their own connection, and unsupported versions get Kafka's
+UNSUPPORTED_VERSION."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rillet import _core
+from tests.support.mini_broker import MiniBroker
+
+with warnings.catch_warnings():
+    # kafka-python reads its JSON schemas with importlib.resources' deprecated API.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+API_VERSIONS, METADATA, INIT_PRODUCER_ID = 18, 3, 22
+UNSUPPORTED_VERSION, UNKNOWN_TOPIC_OR_PARTITION = 35, 3
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[MiniBroker]:
+    b = MiniBroker(
+        tmp_path / "data",
+        {"orders": 3},
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0",
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            ),
+            "grpc.listener.names": "PLAINTEXT",
+        },
+    )
+    yield b
+    b.close()
+
+
+def kafka_port(broker: MiniBroker) -> int:
+    return broker.server.bound["KAFKA"]
+
+
+def connect(broker: MiniBroker) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", kafka_port(broker)), timeout=30)
+
+
+def read_frame(s: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = s.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def call(s: socket.socket, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    s.sendall(_core.kafka_encode_request(api_key, version, 11, "raw", body))
+    correlation_id, response = _core.kafka_decode_response(api_key, version, read_frame(s))
+    assert correlation_id == 11
+    return response
+
+
+def closed(s: socket.socket) -> bool:
+    try:
+        return s.recv(1) == b""
+    except ConnectionError:
+        return True
+
+
+def test_kafka_python_reads_metadata_through_the_kafka_listener(broker: MiniBroker) -> None:
+    bootstrap = f"127.0.0.1:{kafka_port(broker)}"
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        assert "orders" in consumer.topics()
+        assert consumer.partitions_for_topic("orders") == {0, 1, 2}
+    finally:
+        consumer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        assert "orders" in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_metadata_names_brokers_by_the_listener_asked(broker: MiniBroker) -> None:
+    with connect(broker) as s:
+        everything = call(s, METADATA, 12, {"topics": None})
+        (node,) = everything["brokers"]
+        assert (node["host"], node["port"]) == ("127.0.0.1", kafka_port(broker))
+        (orders,) = [t for t in everything["topics"] if t["name"] == "orders"]
+        assert orders["error_code"] == 0 and len(orders["partitions"]) == 3
+        assert all(p["leader_id"] == node["node_id"] for p in orders["partitions"])
+        # By id (v10+), an unknown name, and an empty list (no topics, v1+).
+        by_id = call(s, METADATA, 12, {"topics": [{"topic_id": orders["topic_id"]}]})
+        assert [t["name"] for t in by_id["topics"]] == ["orders"]
+        unknown = call(
+            s, METADATA, 12, {"topics": [{"name": "nope"}], "allow_auto_topic_creation": False}
+        )
+        assert [t["error_code"] for t in unknown["topics"]] == [UNKNOWN_TOPIC_OR_PARTITION]
+        assert call(s, METADATA, 12, {"topics": []})["topics"] == []
+        # Metadata v0 reads an empty list as every topic.
+        assert "orders" in [t["name"] for t in call(s, METADATA, 0, {"topics": []})["topics"]]
+
+
+def test_unsupported_versions_get_kafkas_answer(broker: MiniBroker) -> None:
+    with connect(broker) as s:
+        versions = call(s, API_VERSIONS, 3, {"client_software_name": "raw"})
+        served = {k["api_key"]: (k["min_version"], k["max_version"]) for k in versions["api_keys"]}
+        assert served[API_VERSIONS] == (0, 4) and served[METADATA] == (0, 12)
+        # ApiVersions at a version the broker does not know: a v0 answer (KIP-511).
+        s.sendall(struct.pack(">ihhih", 10, API_VERSIONS, 99, 5, -1))
+        correlation_id, answer = _core.kafka_decode_response(API_VERSIONS, 0, read_frame(s))
+        assert correlation_id == 5 and answer["error_code"] == UNSUPPORTED_VERSION
+        assert {k["api_key"] for k in answer["api_keys"]} == set(served)
+        # A key the broker does not serve yet, whose response has a top-level error code.
+        s.sendall(_core.kafka_encode_request(INIT_PRODUCER_ID, 4, 6, "raw", {}))
+        correlation_id, answer = _core.kafka_decode_response(INIT_PRODUCER_ID, 4, read_frame(s))
+        assert correlation_id == 6 and answer["error_code"] == UNSUPPORTED_VERSION
+        assert call(s, METADATA, 1, {"topics": None})["brokers"]  # the connection still serves
+
+
+def test_bad_frames_close_only_their_connection(broker: MiniBroker) -> None:
+    bad_frames = [
+        struct.pack(">i", 0x7FFF_FFFF),  # a 2 GiB size prefix
+        struct.pack(">i", -5),  # a negative size
+        struct.pack(">ih", 2, 3),  # shorter than a request header
+        struct.pack(">ihhih", 12, 999, 0, 1, -1) + b"xy",  # an api key no schema has
+    ]
+    for frame in bad_frames:
+        with connect(broker) as s:
+            s.sendall(frame)
+            assert closed(s), frame
+    # Garbage after a valid Metadata header: INVALID_REQUEST where the response has an
+    # error code, else the connection is closed; either way the broker keeps serving.
+    with connect(broker) as s:
+        header = struct.pack(">hhih", METADATA, 1, 7, -1)
+        s.sendall(struct.pack(">i", len(header) + 3) + header + b"\xff\xff\xff")
+        assert closed(s)
+    # A truncated frame, and a client that connects and sends nothing, hold up no one.
+    idle = connect(broker)
+    half = connect(broker)
+    half.sendall(struct.pack(">i", 100) + b"\x00\x03")
+    try:
+        with connect(broker) as s:
+            assert call(s, METADATA, 12, {"topics": None})["brokers"]
+    finally:
+        idle.close()
+        half.close()
