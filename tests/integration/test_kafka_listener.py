@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from rillet import _core
+from rillet import _core, decode_batches
 from tests.support.mini_broker import MiniBroker
 
 with warnings.catch_warnings():
     # kafka-python reads its JSON schemas with importlib.resources' deprecated API.
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 API_VERSIONS, METADATA, INIT_PRODUCER_ID = 18, 3, 22
 UNSUPPORTED_VERSION, UNKNOWN_TOPIC_OR_PARTITION = 35, 3
@@ -159,3 +159,45 @@ def test_bad_frames_close_only_their_connection(broker: MiniBroker) -> None:
     finally:
         idle.close()
         half.close()
+
+
+def test_kafka_python_produces_and_consumes_through_the_kafka_listener(
+    broker: MiniBroker,
+) -> None:
+    bootstrap = f"127.0.0.1:{kafka_port(broker)}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False)
+    try:
+        sent = [
+            producer.send("orders", key=b"k%d" % i, value=b"v%d" % i, partition=i % 3)
+            for i in range(30)
+        ]
+        offsets = [f.get(timeout=30) for f in sent]
+        producer.send("orders", value=b"fire and forget", partition=0)  # acks=all still
+        producer.flush()
+    finally:
+        producer.close()
+    assert sorted(m.offset for m in offsets if m.partition == 1) == list(range(10))
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=5_000)
+    try:
+        parts = [TopicPartition("orders", p) for p in range(3)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning()
+        got = [(m.partition, m.offset, m.key, m.value) for m in consumer]
+        assert consumer.end_offsets(parts) == {
+            parts[0]: 11,
+            parts[1]: 10,
+            parts[2]: 10,
+        }
+    finally:
+        consumer.close()
+    assert sorted((p, k, v) for p, _, k, v in got if k is not None) == sorted(
+        (i % 3, b"k%d" % i, b"v%d" % i) for i in range(30)
+    )
+    # The log holds what kafka-python wrote, as Rillet's own decoder reads it.
+    log = broker.log("orders", 1)
+    stored = [
+        (r.offset, r.key, r.value)
+        for b in decode_batches(log.read(0, 1 << 20).read_all())
+        for r in b.records
+    ]
+    assert stored == [(o, k, v) for p, o, k, v in got if p == 1]

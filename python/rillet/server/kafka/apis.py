@@ -23,13 +23,13 @@ from typing import Any
 from rillet import _core
 from rillet.broker.apis import BrokerApis, MetadataResult
 from rillet.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
+from rillet.server.kafka import records
 
 __all__ = ["REQUEST_HEADER_MIN_BYTES", "SUPPORTED", "KafkaApis"]
 
 _log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
-METADATA = 3
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 
 # api key, api version, correlation id: the first bytes of every request header.
 _HEADER_START = struct.Struct(">hhi")
@@ -38,7 +38,7 @@ REQUEST_HEADER_MIN_BYTES = _HEADER_START.size
 _ZERO_UUID = uuid.UUID(int=0)
 
 Body = dict[str, Any]
-Handler = Callable[["KafkaApis", int, Body, str], Awaitable[Body]]
+Handler = Callable[["KafkaApis", int, Body, str], Awaitable[Body | None]]
 
 
 def _schema_versions() -> dict[int, tuple[int, int]]:
@@ -58,8 +58,8 @@ class KafkaApis:
         }
 
     async def handle(self, frame: bytes, listener_name: str) -> bytes | None:
-        """The response frame to ``frame`` (a request without its size prefix), or None to
-        close the connection."""
+        """The response frame to ``frame`` (a request without its size prefix): empty when
+        the request takes no answer, None to close the connection."""
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
         served = self.supported.get(api_key)
         if served is None or not served[0] <= version <= served[1]:
@@ -70,6 +70,8 @@ class KafkaApis:
             _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
             return self._error_response(api_key, version, correlation_id, e)
         response = await _HANDLERS[api_key](self, version, body, listener_name)
+        if response is None:
+            return b""  # a request Kafka does not answer (Produce with acks=0)
         return _core.kafka_encode_response(api_key, version, correlation_id, response)
 
     # -- answering what is not served --------------------------------------------------------
@@ -125,6 +127,17 @@ class KafkaApis:
 
     async def api_versions(self, version: int, body: Body, listener_name: str) -> Body:
         return {"error_code": 0, "api_keys": self._api_keys()}
+
+    # -- records --------------------------------------------------------------------------
+
+    async def produce(self, version: int, body: Body, listener_name: str) -> Body | None:
+        return await records.produce(self.apis, version, body)
+
+    async def fetch(self, version: int, body: Body, listener_name: str) -> Body:
+        return await records.fetch(self.apis, version, body)
+
+    async def list_offsets(self, version: int, body: Body, listener_name: str) -> Body:
+        return records.list_offsets(self.apis, version, body)
 
     # -- Metadata -----------------------------------------------------------------------------
 
@@ -196,11 +209,17 @@ def _metadata_topic(t: Any) -> Body:
 
 # The keys served, with the versions their handlers read.
 SUPPORTED: Mapping[int, tuple[int, int]] = {
-    API_VERSIONS: (0, 4),
+    PRODUCE: (3, 11),
+    FETCH: (4, 16),
+    LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
+    API_VERSIONS: (0, 4),
 }
 
 _HANDLERS: Mapping[int, Handler] = {
-    API_VERSIONS: KafkaApis.api_versions,
+    PRODUCE: KafkaApis.produce,
+    FETCH: KafkaApis.fetch,
+    LIST_OFFSETS: KafkaApis.list_offsets,
     METADATA: KafkaApis.metadata,
+    API_VERSIONS: KafkaApis.api_versions,
 }

@@ -91,8 +91,9 @@ class KafkaListener:
                 response = await self.apis.handle(frame, listener_name)
                 if response is None:
                     return
-                writer.write(response)
-                await writer.drain()
+                if response:
+                    writer.write(response)
+                    await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             return  # the client went away mid-frame, or was idle too long
         except asyncio.CancelledError:
