@@ -1,12 +1,13 @@
 """Kafka's binary protocol on a broker listener (``server/kafka``): unmodified kafka-python
-negotiates versions and reads metadata through it, beside the gRPC listener of the same
-broker; bad frames close only their own connection, and unsupported versions get Kafka's
-UNSUPPORTED_VERSION."""
+negotiates versions, reads metadata, produces, consumes (assigned, and in a classic group
+that commits its offsets) through it, beside the gRPC listener of the same broker; bad frames
+close only their own connection, and unsupported versions get Kafka's UNSUPPORTED_VERSION."""
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-API_VERSIONS, METADATA, INIT_PRODUCER_ID = 18, 3, 22
-UNSUPPORTED_VERSION, UNKNOWN_TOPIC_OR_PARTITION = 35, 3
+API_VERSIONS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID = 18, 3, 10, 22
+UNSUPPORTED_VERSION, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_NOT_AVAILABLE = 35, 3, 15
 
 
 @pytest.fixture
@@ -38,6 +39,7 @@ def broker(tmp_path: Path) -> Iterator[MiniBroker]:
                 "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT,CONTROLLER:PLAINTEXT"
             ),
             "grpc.listener.names": "PLAINTEXT",
+            "group.initial.rebalance.delay.ms": "0",
         },
     )
     yield b
@@ -201,3 +203,58 @@ def test_kafka_python_produces_and_consumes_through_the_kafka_listener(
         for r in b.records
     ]
     assert stored == [(o, k, v) for p, o, k, v in got if p == 1]
+
+
+def test_kafka_python_consumes_in_a_classic_group_and_resumes_from_its_commits(
+    broker: MiniBroker,
+) -> None:
+    bootstrap = f"127.0.0.1:{kafka_port(broker)}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+    try:
+        for i in range(20):
+            producer.send("orders", value=b"m%d" % i, partition=i % 3)
+        producer.flush()
+    finally:
+        producer.close()
+
+    def consume(limit: int) -> list[bytes]:
+        consumer = KafkaConsumer(
+            "orders",
+            bootstrap_servers=bootstrap,
+            group_id="g1",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=3_000,
+            max_poll_records=limit,
+        )
+        try:
+            got: list[bytes] = []
+            for message in consumer:
+                got.append(message.value)
+                if len(got) == limit:
+                    break
+            consumer.commit()
+            return got
+        finally:
+            consumer.close()
+
+    first = consume(12)
+    rest = consume(100)
+    assert len(first) == 12
+    assert sorted(first + rest) == sorted(b"m%d" % i for i in range(20))
+
+
+def test_find_coordinator_names_this_listener_in_each_versions_shape(broker: MiniBroker) -> None:
+    with connect(broker) as s:
+        # The first one creates __consumer_offsets: COORDINATOR_NOT_AVAILABLE until it is led.
+        deadline = time.monotonic() + 60
+        while True:
+            old = call(s, FIND_COORDINATOR, 1, {"key": "g1", "key_type": 0})
+            if old["error_code"] != COORDINATOR_NOT_AVAILABLE or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert (old["error_code"], old["port"]) == (0, kafka_port(broker))
+        (new,) = call(s, FIND_COORDINATOR, 4, {"coordinator_keys": ["g1"]})["coordinators"]
+        assert (new["key"], new["node_id"], new["port"]) == ("g1", old["node_id"], old["port"])
+        bad = call(s, FIND_COORDINATOR, 1, {"key": "g1", "key_type": 7})
+        assert bad["error_code"] == 42  # INVALID_REQUEST

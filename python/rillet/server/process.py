@@ -69,6 +69,7 @@ from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
 from rillet.server.kafka.apis import KafkaApis
+from rillet.server.kafka.groups import KafkaGroups
 from rillet.server.kafka.listener import KafkaListener
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_cleaner import LogCleanerConfig
@@ -416,7 +417,7 @@ class RilletServer:
             await self._listen(listener, cfg.grpc_listeners)
             if cfg.kafka_listeners:
                 kafka = KafkaListener(
-                    KafkaApis(self.apis),
+                    KafkaApis(self.apis, KafkaGroups(self.groups, self.transactions)),
                     max_request_bytes=cfg.socket_request_max_bytes,
                     idle_ms=cfg["connections.max.idle.ms"],
                 )

@@ -24,12 +24,15 @@ from rillet import _core
 from rillet.broker.apis import BrokerApis, MetadataResult
 from rillet.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from rillet.server.kafka import records
+from rillet.server.kafka.groups import KafkaGroups
 
 __all__ = ["REQUEST_HEADER_MIN_BYTES", "SUPPORTED", "KafkaApis"]
 
 _log = logging.getLogger(__name__)
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
+FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+API_VERSIONS = 18
 
 # api key, api version, correlation id: the first bytes of every request header.
 _HEADER_START = struct.Struct(">hhi")
@@ -48,16 +51,18 @@ def _schema_versions() -> dict[int, tuple[int, int]]:
 class KafkaApis:
     """See the module doc."""
 
-    def __init__(self, apis: BrokerApis) -> None:
+    def __init__(self, apis: BrokerApis, groups: KafkaGroups | None = None) -> None:
         self.apis = apis
+        self.groups = groups
         schemas = _schema_versions()
         # Each served key's versions: what its handler reads, within what the schemas know.
         self.supported: dict[int, tuple[int, int]] = {
             key: (max(lo, schemas[key][0]), min(hi, schemas[key][1]))
             for key, (lo, hi) in SUPPORTED.items()
+            if groups is not None or (key not in _GROUP_KEYS and key != FIND_COORDINATOR)
         }
 
-    async def handle(self, frame: bytes, listener_name: str) -> bytes | None:
+    async def handle(self, frame: bytes, listener_name: str, peer_host: str = "") -> bytes | None:
         """The response frame to ``frame`` (a request without its size prefix): empty when
         the request takes no answer, None to close the connection."""
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
@@ -65,11 +70,17 @@ class KafkaApis:
         if served is None or not served[0] <= version <= served[1]:
             return self._unsupported(api_key, version, correlation_id)
         try:
-            _, _, _, _, body = _core.kafka_decode_request(frame)
+            _, _, _, client_id, body = _core.kafka_decode_request(frame)
         except (InvalidRequestError, UnsupportedVersionError) as e:
             _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
             return self._error_response(api_key, version, correlation_id, e)
-        response = await _HANDLERS[api_key](self, version, body, listener_name)
+        group_handler = _GROUP_KEYS.get(api_key)
+        if group_handler is not None:
+            assert self.groups is not None
+            client = (client_id or "", "/" + peer_host)
+            response: Body | None = await group_handler(self.groups, version, body, client)
+        else:
+            response = await _HANDLERS[api_key](self, version, body, listener_name)
         if response is None:
             return b""  # a request Kafka does not answer (Produce with acks=0)
         return _core.kafka_encode_response(api_key, version, correlation_id, response)
@@ -127,6 +138,10 @@ class KafkaApis:
 
     async def api_versions(self, version: int, body: Body, listener_name: str) -> Body:
         return {"error_code": 0, "api_keys": self._api_keys()}
+
+    async def find_coordinator(self, version: int, body: Body, listener_name: str) -> Body:
+        assert self.groups is not None
+        return await self.groups.find_coordinator(version, body, listener_name)
 
     # -- records --------------------------------------------------------------------------
 
@@ -209,6 +224,13 @@ def _metadata_topic(t: Any) -> Body:
 
 # The keys served, with the versions their handlers read.
 SUPPORTED: Mapping[int, tuple[int, int]] = {
+    FIND_COORDINATOR: (0, 5),
+    JOIN_GROUP: (0, 9),
+    SYNC_GROUP: (0, 5),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    OFFSET_COMMIT: (2, 8),
+    OFFSET_FETCH: (1, 7),
     PRODUCE: (3, 11),
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 7),
@@ -216,7 +238,19 @@ SUPPORTED: Mapping[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
 }
 
+GroupHandler = Callable[[KafkaGroups, int, Body, tuple[str, str]], Awaitable[Body]]
+
+_GROUP_KEYS: Mapping[int, GroupHandler] = {
+    JOIN_GROUP: KafkaGroups.join_group,
+    SYNC_GROUP: KafkaGroups.sync_group,
+    HEARTBEAT: KafkaGroups.heartbeat,
+    LEAVE_GROUP: KafkaGroups.leave_group,
+    OFFSET_COMMIT: KafkaGroups.offset_commit,
+    OFFSET_FETCH: KafkaGroups.offset_fetch,
+}
+
 _HANDLERS: Mapping[int, Handler] = {
+    FIND_COORDINATOR: KafkaApis.find_coordinator,
     PRODUCE: KafkaApis.produce,
     FETCH: KafkaApis.fetch,
     LIST_OFFSETS: KafkaApis.list_offsets,

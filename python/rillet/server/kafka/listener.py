@@ -71,6 +71,7 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         try:
             while True:
                 async with asyncio.timeout(self.idle_s):
@@ -88,7 +89,7 @@ class KafkaListener:
                     )
                     return
                 frame = await reader.readexactly(size)
-                response = await self.apis.handle(frame, listener_name)
+                response = await self.apis.handle(frame, listener_name, host)
                 if response is None:
                     return
                 if response:
