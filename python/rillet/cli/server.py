@@ -102,9 +102,17 @@ async def _serve(config: BrokerConfig, cluster_id: str, embedded: bool) -> int:
         if config.is_broker:
             await server.wait_until_ready()
         pid_path.write_text(f"{os.getpid()}\n")
+        kafka = set(config.kafka_listeners)
         for ep in config.listeners:
             port = server.bound.get(ep.listener_name, ep.port)
-            print(f"Listening on {ep.listener_name}://{ep.host or '0.0.0.0'}:{port}", flush=True)
+            if ep.listener_name in config.controller_listener_names:
+                api = "the controller quorum, gRPC"
+            else:
+                api = "Kafka's protocol" if ep in kafka else "the client API, gRPC"
+            print(
+                f"Listening on {ep.listener_name}://{ep.host or '0.0.0.0'}:{port} ({api})",
+                flush=True,
+            )
         print(f"Data in {', '.join(str(d) for d in config.all_log_dirs)}", flush=True)
         print(
             f"[RilletServer id={config.node_id}] started (cluster id {cluster_id}"
