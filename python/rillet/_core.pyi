@@ -60,6 +60,7 @@ __all__ = [
     "kafka_decode_response",
     "kafka_encode_request",
     "kafka_encode_response",
+    "kafka_encode_response_spliced",
     "murmur2",
     "partition_for_key",
     "read_offset_checkpoint",
@@ -397,6 +398,9 @@ def kafka_decode_request(frame: Buffer) -> tuple[int, int, int, str | None, dict
 def kafka_encode_response(
     api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
 ) -> bytes: ...
+def kafka_encode_response_spliced(
+    api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
+) -> tuple[bytes, list[tuple[int, int]]]: ...
 def kafka_encode_request(
     api_key: int,
     api_version: int,

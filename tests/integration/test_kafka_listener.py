@@ -23,7 +23,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-API_VERSIONS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID = 18, 3, 10, 22
+FETCH, API_VERSIONS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID = 1, 18, 3, 10, 22
 UNSUPPORTED_VERSION, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_NOT_AVAILABLE = 35, 3, 15
 
 
@@ -258,3 +258,44 @@ def test_find_coordinator_names_this_listener_in_each_versions_shape(broker: Min
         assert (new["key"], new["node_id"], new["port"]) == ("g1", old["node_id"], old["port"])
         bad = call(s, FIND_COORDINATOR, 1, {"key": "g1", "key_type": 7})
         assert bad["error_code"] == 42  # INVALID_REQUEST
+
+
+def test_a_large_fetch_is_sent_whole_to_a_slow_reader(broker: MiniBroker) -> None:
+    """Record sets go out with sendfile; a reader slower than the broker fills the socket,
+    and the broker waits for room and goes on, the response byte for byte the log's."""
+    bootstrap = f"127.0.0.1:{kafka_port(broker)}"
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=False, batch_size=1 << 18, linger_ms=5
+    )
+    try:
+        for i in range(8000):
+            producer.send("orders", value=bytes([i % 251]) * 1000, partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    limit = 64 << 20
+    request = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": limit,
+        "topics": [
+            {
+                "topic": "orders",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": limit}],
+            }
+        ],
+    }
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(30)
+    s.connect(("127.0.0.1", kafka_port(broker)))
+    with s:
+        s.sendall(_core.kafka_encode_request(FETCH, 12, 3, "raw", request))
+        time.sleep(0.5)  # the broker's side fills up meanwhile
+        _, response = _core.kafka_decode_response(FETCH, 12, read_frame(s))
+        (partition,) = response["responses"][0]["partitions"]
+        # The connection goes on after a spliced response.
+        assert call(s, METADATA, 12, {"topics": None})["brokers"]
+    stored = broker.log("orders", 0).read(0, limit).read_all()
+    assert partition["error_code"] == 0 and len(stored) > 8_000_000
+    assert partition["records"] == stored

@@ -15,9 +15,9 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use rillet_protocol::kafka::{
-    self, registry, FieldType, MessageKind, MessageSpec, RequestHeader, StructSpec, Value,
+    self, registry, FieldType, MessageKind, MessageSpec, RequestHeader, Splice, StructSpec, Value,
 };
 
 use crate::bytes::BytesArg;
@@ -70,6 +70,7 @@ fn to_py(py: Python<'_>, value: &Value) -> PyResult<PyObject> {
             }
             list.into_any().unbind()
         }
+        Value::Spliced(len) => len.into_pyobject(py)?.into_any().unbind(),
         Value::Struct(fields) => {
             let dict = PyDict::new(py);
             for (key, v) in fields {
@@ -82,7 +83,14 @@ fn to_py(py: Python<'_>, value: &Value) -> PyResult<PyObject> {
 
 // -- Python -> Value, read with the schema --------------------------------------------------
 
-fn struct_from_py(spec: &StructSpec, obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
+/// `splice`: an `int` given for a `records` field is a record set of that many bytes the
+/// caller sends itself ([`Value::Spliced`]).
+fn struct_from_py(
+    spec: &StructSpec,
+    obj: &Bound<'_, PyAny>,
+    path: &str,
+    splice: bool,
+) -> PyResult<Value> {
     let dict = obj.downcast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!(
             "{path}: a {} must be a dict, not {}",
@@ -108,13 +116,18 @@ fn struct_from_py(spec: &StructSpec, obj: &Bound<'_, PyAny>, path: &str) -> PyRe
         };
         fields.push((
             field.key,
-            value_from_py(&field.field_type, &v, &field_path)?,
+            value_from_py(&field.field_type, &v, &field_path, splice)?,
         ));
     }
     Ok(Value::Struct(fields))
 }
 
-fn value_from_py(t: &FieldType, obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
+fn value_from_py(
+    t: &FieldType,
+    obj: &Bound<'_, PyAny>,
+    path: &str,
+    splice: bool,
+) -> PyResult<Value> {
     if obj.is_none() {
         return Ok(Value::Null);
     }
@@ -138,6 +151,9 @@ fn value_from_py(t: &FieldType, obj: &Bound<'_, PyAny>, path: &str) -> PyResult<
         | FieldType::Int64 => Value::Int(obj.extract().map_err(|_| wrong("an int"))?),
         FieldType::Float64 => Value::Float(obj.extract().map_err(|_| wrong("a float"))?),
         FieldType::String => Value::Str(obj.extract().map_err(|_| wrong("a str"))?),
+        FieldType::Records if splice && obj.is_instance_of::<PyInt>() => {
+            Value::Spliced(obj.extract().map_err(|_| wrong("a length"))?)
+        }
         FieldType::Bytes | FieldType::Records => {
             Value::Bytes(obj.extract().map_err(|_| wrong("bytes"))?)
         }
@@ -151,7 +167,7 @@ fn value_from_py(t: &FieldType, obj: &Bound<'_, PyAny>, path: &str) -> PyResult<
             };
             Value::Uuid(raw.try_into().map_err(|_| wrong("16 bytes"))?)
         }
-        FieldType::Struct(spec) => struct_from_py(spec, obj, path)?,
+        FieldType::Struct(spec) => struct_from_py(spec, obj, path, splice)?,
         FieldType::Array(element) => {
             if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
                 return Err(wrong("a list"));
@@ -159,7 +175,12 @@ fn value_from_py(t: &FieldType, obj: &Bound<'_, PyAny>, path: &str) -> PyResult<
             let items = obj.try_iter().map_err(|_| wrong("a list"))?;
             let mut out = Vec::new();
             for (i, item) in items.enumerate() {
-                out.push(value_from_py(element, &item?, &format!("{path}[{i}]"))?);
+                out.push(value_from_py(
+                    element,
+                    &item?,
+                    &format!("{path}[{i}]"),
+                    splice,
+                )?);
             }
             Value::Array(out)
         }
@@ -214,10 +235,30 @@ fn kafka_encode_response<'py>(
     body: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let spec = spec(api_key, MessageKind::Response)?;
-    let value = struct_from_py(&spec.body, body, "")?;
+    let value = struct_from_py(&spec.body, body, "", false)?;
     let frame =
         kafka::encode_response(api_key, api_version, correlation_id, &value).map_err(to_py_err)?;
     Ok(PyBytes::new(py, &frame))
+}
+
+/// A response's frame, size prefix included, with each `records` field given as an `int`
+/// left out (a record set of that many bytes the caller sends itself, with `sendfile`):
+/// `(frame, [(offset, length), ...])`, each record set going before `frame[offset]`, in
+/// order. The size prefix counts them.
+#[pyfunction]
+fn kafka_encode_response_spliced<'py>(
+    py: Python<'py>,
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    body: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyBytes>, Vec<Splice>)> {
+    let spec = spec(api_key, MessageKind::Response)?;
+    let value = struct_from_py(&spec.body, body, "", true)?;
+    let (frame, splices) =
+        kafka::encode_response_spliced(api_key, api_version, correlation_id, &value)
+            .map_err(to_py_err)?;
+    Ok((PyBytes::new(py, &frame), splices))
 }
 
 /// A request's frame, size prefix included (for clients and tests).
@@ -232,7 +273,7 @@ fn kafka_encode_request<'py>(
     body: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let spec = spec(api_key, MessageKind::Request)?;
-    let value = struct_from_py(&spec.body, body, "")?;
+    let value = struct_from_py(&spec.body, body, "", false)?;
     let header = RequestHeader {
         api_key,
         api_version,
@@ -267,6 +308,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kafka_api_versions, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_decode_request, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_encode_response, m)?)?;
+    m.add_function(wrap_pyfunction!(kafka_encode_response_spliced, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_encode_request, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_decode_response, m)?)?;
     Ok(())

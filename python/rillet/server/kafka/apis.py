@@ -18,15 +18,17 @@ import logging
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rillet import _core
+from rillet._core import FileRegion
 from rillet.broker.apis import BrokerApis, MetadataResult
 from rillet.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from rillet.server.kafka import records
 from rillet.server.kafka.groups import KafkaGroups
 
-__all__ = ["REQUEST_HEADER_MIN_BYTES", "SUPPORTED", "KafkaApis"]
+__all__ = ["REQUEST_HEADER_MIN_BYTES", "SUPPORTED", "KafkaApis", "SplicedResponse"]
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +50,15 @@ def _schema_versions() -> dict[int, tuple[int, int]]:
     return {k: (lo, hi) for k, lo, hi in _core.kafka_api_versions()}
 
 
+@dataclass(frozen=True)
+class SplicedResponse:
+    """A response frame with record sets to send from files: each ``(offset, regions)``
+    goes before ``frame[offset]``, in order (the frame's size prefix counts them)."""
+
+    frame: bytes
+    splices: list[tuple[int, list[FileRegion]]]
+
+
 class KafkaApis:
     """See the module doc."""
 
@@ -62,9 +73,12 @@ class KafkaApis:
             if groups is not None or (key not in _GROUP_KEYS and key != FIND_COORDINATOR)
         }
 
-    async def handle(self, frame: bytes, listener_name: str, peer_host: str = "") -> bytes | None:
+    async def handle(
+        self, frame: bytes, listener_name: str, peer_host: str = ""
+    ) -> bytes | SplicedResponse | None:
         """The response frame to ``frame`` (a request without its size prefix): empty when
-        the request takes no answer, None to close the connection."""
+        the request takes no answer, None to close the connection; a Fetch answer comes
+        with the record sets to send from the segment files."""
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
         served = self.supported.get(api_key)
         if served is None or not served[0] <= version <= served[1]:
@@ -74,6 +88,8 @@ class KafkaApis:
         except (InvalidRequestError, UnsupportedVersionError) as e:
             _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
             return self._error_response(api_key, version, correlation_id, e)
+        if api_key == FETCH:
+            return await self._fetch(version, correlation_id, body)
         group_handler = _GROUP_KEYS.get(api_key)
         if group_handler is not None:
             assert self.groups is not None
@@ -143,13 +159,20 @@ class KafkaApis:
         assert self.groups is not None
         return await self.groups.find_coordinator(version, body, listener_name)
 
+    async def _fetch(self, version: int, correlation_id: int, body: Body) -> SplicedResponse:
+        response, record_sets = await records.fetch(self.apis, version, body)
+        frame, splices = _core.kafka_encode_response_spliced(
+            FETCH, version, correlation_id, response
+        )
+        return SplicedResponse(
+            frame,
+            [(offset, regions) for (offset, _), regions in zip(splices, record_sets, strict=True)],
+        )
+
     # -- records --------------------------------------------------------------------------
 
     async def produce(self, version: int, body: Body, listener_name: str) -> Body | None:
         return await records.produce(self.apis, version, body)
-
-    async def fetch(self, version: int, body: Body, listener_name: str) -> Body:
-        return await records.fetch(self.apis, version, body)
 
     async def list_offsets(self, version: int, body: Body, listener_name: str) -> Body:
         return records.list_offsets(self.apis, version, body)
@@ -252,7 +275,6 @@ _GROUP_KEYS: Mapping[int, GroupHandler] = {
 _HANDLERS: Mapping[int, Handler] = {
     FIND_COORDINATOR: KafkaApis.find_coordinator,
     PRODUCE: KafkaApis.produce,
-    FETCH: KafkaApis.fetch,
     LIST_OFFSETS: KafkaApis.list_offsets,
     METADATA: KafkaApis.metadata,
     API_VERSIONS: KafkaApis.api_versions,

@@ -1,6 +1,8 @@
 """Produce, Fetch and ListOffsets over Kafka's protocol: request dicts to the
 transport-agnostic handlers (:class:`~rillet.broker.apis.BrokerApis`) and their results to
-response dicts. Record batches pass through as the bytes the client sent or the log holds.
+response dicts. Produced record batches pass through as the bytes the client sent; fetched
+ones are never read by the broker: the response leaves their place empty and the listener
+sends them from the segment files with ``sendfile``.
 
 Fetch sessions (KIP-227) are not kept: every answer has session id 0, which tells a client
 the broker keeps no session, so it sends every partition in each request (as a Kafka broker
@@ -13,6 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from rillet._core import FileRegion
 from rillet.broker.apis import BrokerApis, ProduceEntry
 from rillet.broker.replica_manager import FetchPartition, ListOffsetsPartitions
 from rillet.errors import InvalidRequestError, UnknownTopicIdError
@@ -76,7 +79,10 @@ async def produce(apis: BrokerApis, version: int, body: Body) -> Body | None:
 # -- Fetch --------------------------------------------------------------------------------
 
 
-async def fetch(apis: BrokerApis, version: int, body: Body) -> Body:
+async def fetch(apis: BrokerApis, version: int, body: Body) -> tuple[Body, list[list[FileRegion]]]:
+    """The response, with each partition's non-empty record set left as its size (an int,
+    for :func:`rillet._core.kafka_encode_response_spliced`), and those record sets' file
+    regions in the order they come in the response, for ``sendfile``."""
     image = apis.image()
     read_committed = body.get("isolation_level", 0) == READ_COMMITTED
     replica_id = body.get("replica_id", -1)
@@ -114,6 +120,7 @@ async def fetch(apis: BrokerApis, version: int, body: Body) -> Body:
         max_bytes=body.get("max_bytes", 0x7FFF_FFFF),
     )
     responses = []
+    record_sets: list[list[FileRegion]] = []
     for name, topic_id, partitions in topics:
         out = []
         for index in partitions:
@@ -136,8 +143,11 @@ async def fetch(apis: BrokerApis, version: int, body: Body) -> Body:
                 "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
                 "aborted_transactions": aborted,
-                "records": data.read_all() if data is not None and data.size else b"",
+                "records": b"",
             }
+            if data is not None and data.size:
+                part["records"] = data.size
+                record_sets.append(data.regions)
             if r.diverging_epoch is not None and version >= 12:
                 epoch, end_offset = r.diverging_epoch
                 part["diverging_epoch"] = {"epoch": epoch, "end_offset": end_offset}
@@ -148,7 +158,7 @@ async def fetch(apis: BrokerApis, version: int, body: Body) -> Body:
         else:
             topic["topic"] = name
         responses.append(topic)
-    return {"error_code": 0, "session_id": 0, "responses": responses}
+    return {"error_code": 0, "session_id": 0, "responses": responses}, record_sets
 
 
 # -- ListOffsets --------------------------------------------------------------------------

@@ -10,17 +10,22 @@
 //! Kafka's own readers check). Recursion follows the schema, whose structs nest a few
 //! levels at most, never the input.
 
+use std::cell::{Cell, RefCell};
+
 use super::error::{Error, Fault, Result};
 use super::schema::{FieldSpec, FieldType, MessageSpec, StructSpec};
 use super::value::Value;
 use super::wire::Reader;
 
 /// What every field of one message needs to know.
-#[derive(Clone, Copy)]
 pub(crate) struct Ctx {
     pub(crate) version: i16,
     /// Whether the message's version is flexible (compact lengths, tagged fields).
     pub(crate) flexible: bool,
+    /// Encoding: where each [`Value::Spliced`] goes (its offset in the output, its length).
+    pub(crate) splices: RefCell<Vec<(usize, usize)>>,
+    /// Encoding: a tagged field's bytes are being written apart (no splice may go there).
+    pub(crate) in_tagged: Cell<bool>,
 }
 
 impl Ctx {
@@ -28,6 +33,8 @@ impl Ctx {
         Ctx {
             version,
             flexible: spec.is_flexible(version),
+            splices: RefCell::new(Vec::new()),
+            in_tagged: Cell::new(false),
         }
     }
 

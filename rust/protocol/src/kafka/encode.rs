@@ -26,11 +26,33 @@ impl MessageSpec {
     }
 
     /// Appends the body of this message at `version` to `out`; on error `out` may hold
-    /// part of it.
+    /// part of it. A [`Value::Spliced`] is refused: see [`Self::encode_into_spliced`].
     pub fn encode_into(&self, version: i16, value: &Value, out: &mut Vec<u8>) -> Result<()> {
+        let splices = self.encode_into_spliced(version, value, out)?;
+        if splices.is_empty() {
+            Ok(())
+        } else {
+            Err(
+                Fault::invalid("spliced records, which only encode_into_spliced writes")
+                    .into_error(&self.name, version),
+            )
+        }
+    }
+
+    /// As [`Self::encode_into`], and each [`Value::Spliced`] record set is left out: its
+    /// length prefix is written, and `(offset in out, length)` says where its bytes go, in
+    /// the order they come.
+    pub fn encode_into_spliced(
+        &self,
+        version: i16,
+        value: &Value,
+        out: &mut Vec<u8>,
+    ) -> Result<Vec<super::Splice>> {
         self.check_version(version, None)?;
-        write_struct(&self.body, value, &Ctx::new(self, version), out)
-            .map_err(|fault| fault.into_error(&self.name, version))
+        let ctx = Ctx::new(self, version);
+        write_struct(&self.body, value, &ctx, out)
+            .map_err(|fault| fault.into_error(&self.name, version))?;
+        Ok(ctx.splices.into_inner())
     }
 }
 
@@ -92,8 +114,10 @@ fn write_struct(
         let mut payload = Vec::new();
         for (tag, field, value) in tagged {
             payload.clear();
-            write_field(field, value, ctx, &mut payload, true)
-                .map_err(|fault| fault.in_field(field.key))?;
+            ctx.in_tagged.set(true);
+            let written = write_field(field, value, ctx, &mut payload, true);
+            ctx.in_tagged.set(false);
+            written.map_err(|fault| fault.in_field(field.key))?;
             put_uvarint(out, tag);
             put_uvarint(
                 out,
@@ -178,6 +202,15 @@ fn write_value(
         (FieldType::Bytes | FieldType::Records, Value::Bytes(bytes)) => {
             write_length(bytes.len(), shape.compact, false, out)?;
             out.extend_from_slice(bytes);
+        }
+        (FieldType::Records, Value::Spliced(len)) => {
+            if ctx.in_tagged.get() {
+                return Err(Fault::invalid(
+                    "spliced records inside a tagged field (only in-place records can be)",
+                ));
+            }
+            write_length(*len, shape.compact, false, out)?;
+            ctx.splices.borrow_mut().push((out.len(), *len));
         }
         (FieldType::Array(element), Value::Array(items)) => {
             write_length(items.len(), shape.compact, false, out)?;

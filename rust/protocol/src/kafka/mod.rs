@@ -185,6 +185,39 @@ pub fn encode_response(
     finish_frame(frame, &response.name)
 }
 
+/// Where a spliced record set goes in a frame: its offset in the encoded bytes (it comes
+/// before the byte there) and its length.
+pub type Splice = (usize, usize);
+
+/// A response frame, size prefix included, whose [`Value::Spliced`] record sets are left
+/// out: the size counts them, and `(offset, length)` says where each goes in the frame's
+/// bytes, in order (the sender writes `frame[..offset]`, then the record set, and so on).
+pub fn encode_response_spliced(
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    body: &Value,
+) -> Result<(Vec<u8>, Vec<Splice>)> {
+    let registry = registry();
+    let response = registry.response(api_key).ok_or(Error::UnknownApiKey {
+        api_key,
+        kind: MessageKind::Response,
+        correlation_id: Some(correlation_id),
+    })?;
+    response.check_version(api_version, Some(correlation_id))?;
+    let header_value = Value::Struct(vec![("correlation_id", correlation_id.into())]);
+    let mut frame = vec![0; 4];
+    registry.response_header().encode_into(
+        response_header_version(response, api_version),
+        &header_value,
+        &mut frame,
+    )?;
+    let splices = response.encode_into_spliced(api_version, body, &mut frame)?;
+    let spliced: usize = splices.iter().map(|(_, len)| len).sum();
+    let frame = finish_frame_with(frame, spliced, &response.name)?;
+    Ok((frame, splices))
+}
+
 /// Reads a response `frame` (the bytes after its 4-byte size) to a request of `api_key` at
 /// `api_version`: its correlation id and body.
 pub fn decode_response(api_key: i16, api_version: i16, frame: &[u8]) -> Result<(i32, Value)> {
@@ -212,13 +245,17 @@ pub fn decode_response(api_key: i16, api_version: i16, frame: &[u8]) -> Result<(
 }
 
 /// Writes the size prefix of `frame`, whose first 4 bytes were reserved for it.
-fn finish_frame(mut frame: Vec<u8>, message: &str) -> Result<Vec<u8>> {
-    let size = i32::try_from(frame.len() - 4).map_err(|_| Error::InvalidValue {
+fn finish_frame(frame: Vec<u8>, message: &str) -> Result<Vec<u8>> {
+    finish_frame_with(frame, 0, message)
+}
+
+/// Writes the size prefix of `frame` (its first 4 bytes), counting `spliced` bytes sent
+/// apart.
+fn finish_frame_with(mut frame: Vec<u8>, spliced: usize, message: &str) -> Result<Vec<u8>> {
+    let total = frame.len() - 4 + spliced;
+    let size = i32::try_from(total).map_err(|_| Error::InvalidValue {
         context: message.to_string(),
-        reason: format!(
-            "a frame of {} bytes does not fit an int32 size",
-            frame.len() - 4
-        ),
+        reason: format!("a frame of {total} bytes does not fit an int32 size"),
     })?;
     frame[..4].copy_from_slice(&size.to_be_bytes());
     Ok(frame)

@@ -25,6 +25,12 @@ pub enum Value {
     Uuid([u8; 16]),
     Array(Vec<Value>),
     Struct(Vec<(&'static str, Value)>),
+    /// A record set of this many bytes that the caller sends itself, after the encoded
+    /// bytes before it (with `sendfile`, straight from a segment file): the encoder writes
+    /// only its length prefix and says where the bytes go
+    /// ([`MessageSpec::encode_into_spliced`](super::MessageSpec::encode_into_spliced)).
+    /// Only for an in-place `records` field; never read by the decoder.
+    Spliced(usize),
 }
 
 impl Value {
@@ -101,6 +107,7 @@ impl Value {
             Value::Uuid(_) => "a uuid",
             Value::Array(_) => "an array",
             Value::Struct(_) => "a struct",
+            Value::Spliced(_) => "spliced records",
         }
     }
 }
