@@ -299,3 +299,41 @@ def test_a_large_fetch_is_sent_whole_to_a_slow_reader(broker: MiniBroker) -> Non
     stored = broker.log("orders", 0).read(0, limit).read_all()
     assert partition["error_code"] == 0 and len(stored) > 8_000_000
     assert partition["records"] == stored
+
+
+def test_kafka_python_idempotent_and_transactional_producers(broker: MiniBroker) -> None:
+    bootstrap = f"127.0.0.1:{kafka_port(broker)}"
+    idempotent = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    try:
+        for i in range(10):
+            idempotent.send("orders", value=b"i%d" % i, partition=1)
+        idempotent.flush()
+    finally:
+        idempotent.close()
+    txn = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-txn")
+    try:
+        txn.init_transactions()
+        txn.begin_transaction()
+        txn.send("orders", value=b"committed", partition=2)
+        txn.commit_transaction()
+        txn.begin_transaction()
+        txn.send("orders", value=b"aborted", partition=2)
+        txn.flush()
+        txn.abort_transaction()
+    finally:
+        txn.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", consumer_timeout_ms=3_000
+    )
+    try:
+        parts = [TopicPartition("orders", 1), TopicPartition("orders", 2)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning()
+        got = [(m.partition, m.value) for m in consumer]
+    finally:
+        consumer.close()
+    assert [v for p, v in got if p == 1] == [b"i%d" % i for i in range(10)]
+    assert [v for p, v in got if p == 2] == [b"committed"]
+    # The records carry the producers' ids: the idempotent one's batches are stamped.
+    (batch, *_) = decode_batches(broker.log("orders", 1).read(0, 1 << 20).read_all())
+    assert batch.producer_id >= 0 and batch.base_sequence == 0

@@ -71,6 +71,7 @@ from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
 from rillet.server.kafka.apis import KafkaApis
 from rillet.server.kafka.groups import KafkaGroups
 from rillet.server.kafka.listener import KafkaListener
+from rillet.server.kafka.transactions import KafkaTransactions
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_cleaner import LogCleanerConfig
 from rillet.storage.log_manager import LogManager, ProducerStateConfig
@@ -417,7 +418,11 @@ class RilletServer:
             await self._listen(listener, cfg.grpc_listeners)
             if cfg.kafka_listeners:
                 kafka = KafkaListener(
-                    KafkaApis(self.apis, KafkaGroups(self.groups, self.transactions)),
+                    KafkaApis(
+                        self.apis,
+                        KafkaGroups(self.groups, self.transactions),
+                        KafkaTransactions(self.producer_ids, self.transactions),
+                    ),
                     max_request_bytes=cfg.socket_request_max_bytes,
                     idle_ms=cfg["connections.max.idle.ms"],
                 )

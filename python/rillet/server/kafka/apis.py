@@ -24,9 +24,15 @@ from typing import Any
 from rillet import _core
 from rillet._core import FileRegion
 from rillet.broker.apis import BrokerApis, MetadataResult
-from rillet.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
+from rillet.errors import (
+    InvalidRequestError,
+    KafkaError,
+    UnknownServerError,
+    UnsupportedVersionError,
+)
 from rillet.server.kafka import records
 from rillet.server.kafka.groups import KafkaGroups
+from rillet.server.kafka.transactions import KafkaTransactions
 
 __all__ = ["REQUEST_HEADER_MIN_BYTES", "SUPPORTED", "KafkaApis", "SplicedResponse"]
 
@@ -34,7 +40,8 @@ _log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
-API_VERSIONS = 18
+API_VERSIONS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN = 18, 22, 24, 25
+END_TXN, TXN_OFFSET_COMMIT = 26, 28
 
 # api key, api version, correlation id: the first bytes of every request header.
 _HEADER_START = struct.Struct(">hhi")
@@ -62,15 +69,22 @@ class SplicedResponse:
 class KafkaApis:
     """See the module doc."""
 
-    def __init__(self, apis: BrokerApis, groups: KafkaGroups | None = None) -> None:
+    def __init__(
+        self,
+        apis: BrokerApis,
+        groups: KafkaGroups | None = None,
+        transactions: KafkaTransactions | None = None,
+    ) -> None:
         self.apis = apis
         self.groups = groups
+        self.transactions = transactions
         schemas = _schema_versions()
         # Each served key's versions: what its handler reads, within what the schemas know.
         self.supported: dict[int, tuple[int, int]] = {
             key: (max(lo, schemas[key][0]), min(hi, schemas[key][1]))
             for key, (lo, hi) in SUPPORTED.items()
-            if groups is not None or (key not in _GROUP_KEYS and key != FIND_COORDINATOR)
+            if (groups is not None or (key not in _GROUP_KEYS and key != FIND_COORDINATOR))
+            and (transactions is not None or key not in _TXN_KEYS)
         }
 
     async def handle(
@@ -88,18 +102,40 @@ class KafkaApis:
         except (InvalidRequestError, UnsupportedVersionError) as e:
             _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
             return self._error_response(api_key, version, correlation_id, e)
-        if api_key == FETCH:
-            return await self._fetch(version, correlation_id, body)
+        try:
+            if api_key == FETCH:
+                return await self._fetch(version, correlation_id, body)
+            response = await self._dispatch(
+                api_key, version, body, listener_name, client_id, peer_host
+            )
+            if response is None:
+                return b""  # a request Kafka does not answer (Produce with acks=0)
+            return _core.kafka_encode_response(api_key, version, correlation_id, response)
+        except Exception as e:  # a bug: answer it as Kafka would, and keep serving
+            _log.exception("request %d v%d on %s failed", api_key, version, listener_name)
+            return self._error_response(
+                api_key, version, correlation_id, UnknownServerError(f"{type(e).__name__}: {e}")
+            )
+
+    async def _dispatch(
+        self,
+        api_key: int,
+        version: int,
+        body: Body,
+        listener_name: str,
+        client_id: str | None,
+        peer_host: str,
+    ) -> Body | None:
         group_handler = _GROUP_KEYS.get(api_key)
+        txn_handler = _TXN_KEYS.get(api_key)
+        if txn_handler is not None:
+            assert self.transactions is not None
+            return await txn_handler(self.transactions, version, body)
         if group_handler is not None:
             assert self.groups is not None
             client = (client_id or "", "/" + peer_host)
-            response: Body | None = await group_handler(self.groups, version, body, client)
-        else:
-            response = await _HANDLERS[api_key](self, version, body, listener_name)
-        if response is None:
-            return b""  # a request Kafka does not answer (Produce with acks=0)
-        return _core.kafka_encode_response(api_key, version, correlation_id, response)
+            return await group_handler(self.groups, version, body, client)
+        return await _HANDLERS[api_key](self, version, body, listener_name)
 
     # -- answering what is not served --------------------------------------------------------
 
@@ -254,6 +290,11 @@ SUPPORTED: Mapping[int, tuple[int, int]] = {
     LEAVE_GROUP: (0, 5),
     OFFSET_COMMIT: (2, 8),
     OFFSET_FETCH: (1, 7),
+    TXN_OFFSET_COMMIT: (0, 3),
+    INIT_PRODUCER_ID: (0, 5),
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 4),
     PRODUCE: (3, 11),
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 7),
@@ -270,6 +311,16 @@ _GROUP_KEYS: Mapping[int, GroupHandler] = {
     LEAVE_GROUP: KafkaGroups.leave_group,
     OFFSET_COMMIT: KafkaGroups.offset_commit,
     OFFSET_FETCH: KafkaGroups.offset_fetch,
+    TXN_OFFSET_COMMIT: KafkaGroups.txn_offset_commit,
+}
+
+TxnHandler = Callable[[KafkaTransactions, int, Body], Awaitable[Body]]
+
+_TXN_KEYS: Mapping[int, TxnHandler] = {
+    INIT_PRODUCER_ID: KafkaTransactions.init_producer_id,
+    ADD_PARTITIONS_TO_TXN: KafkaTransactions.add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN: KafkaTransactions.add_offsets_to_txn,
+    END_TXN: KafkaTransactions.end_txn,
 }
 
 _HANDLERS: Mapping[int, Handler] = {

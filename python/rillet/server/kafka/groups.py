@@ -13,6 +13,7 @@ from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.coordinator.group import messages as m
 from rillet.coordinator.group.offsets import error_commit_response
+from rillet.coordinator.group.txn_offsets import error_txn_commit_response
 from rillet.errors import InvalidRequestError, KafkaError
 
 __all__ = ["KafkaGroups"]
@@ -191,21 +192,7 @@ class KafkaGroups:
     async def offset_commit(self, version: int, body: Body, client: tuple[str, str]) -> Body:
         r = m.OffsetCommitRequest(
             group_id=body["group_id"],
-            topics=tuple(
-                m.OffsetCommitRequestTopic(
-                    t["name"],
-                    tuple(
-                        m.OffsetCommitRequestPartition(
-                            p["partition_index"],
-                            p["committed_offset"],
-                            p.get("committed_leader_epoch", -1),
-                            p.get("committed_metadata") or "",
-                        )
-                        for p in t["partitions"]
-                    ),
-                )
-                for t in body["topics"]
-            ),
+            topics=_commit_topics(body["topics"]),
             generation_id_or_member_epoch=body.get("generation_id_or_member_epoch", -1),
             member_id=body.get("member_id", ""),
             group_instance_id=body.get("group_instance_id"),
@@ -215,18 +202,25 @@ class KafkaGroups:
             lambda shard, now: shard.commit_offsets(r, now),
             lambda e: error_commit_response(r, e),
         )
-        return {
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {"partition_index": p.partition_index, "error_code": _code(p.error)}
-                        for p in t.partitions
-                    ],
-                }
-                for t in response.topics
-            ]
-        }
+        return {"topics": _partition_errors(response.topics)}
+
+    async def txn_offset_commit(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+        r = m.TxnOffsetCommitRequest(
+            transactional_id=body["transactional_id"],
+            group_id=body["group_id"],
+            producer_id=body["producer_id"],
+            producer_epoch=body["producer_epoch"],
+            topics=_commit_topics(body["topics"]),
+            generation_id_or_member_epoch=body.get("generation_id", -1),
+            member_id=body.get("member_id", ""),
+            group_instance_id=body.get("group_instance_id"),
+        )
+        response = await self.groups.run(
+            r.group_id,
+            lambda shard, now: shard.txn_offset_commit(r, now),
+            lambda e: error_txn_commit_response(r, e),
+        )
+        return {"topics": _partition_errors(response.topics)}
 
     async def offset_fetch(self, version: int, body: Body, client: tuple[str, str]) -> Body:
         topics = body.get("topics")
@@ -280,3 +274,34 @@ class KafkaGroups:
         if version < 2:
             return {"topics": topics_out}
         return {"error_code": _code(response.error), "topics": topics_out}
+
+
+def _commit_topics(topics: list[Body]) -> tuple[m.OffsetCommitRequestTopic, ...]:
+    return tuple(
+        m.OffsetCommitRequestTopic(
+            t["name"],
+            tuple(
+                m.OffsetCommitRequestPartition(
+                    p["partition_index"],
+                    p["committed_offset"],
+                    p.get("committed_leader_epoch", -1),
+                    p.get("committed_metadata") or "",
+                )
+                for p in t["partitions"]
+            ),
+        )
+        for t in topics
+    )
+
+
+def _partition_errors(topics: tuple[m.TopicPartitionErrors, ...]) -> list[Body]:
+    return [
+        {
+            "name": t.name,
+            "partitions": [
+                {"partition_index": p.partition_index, "error_code": _code(p.error)}
+                for p in t.partitions
+            ],
+        }
+        for t in topics
+    ]

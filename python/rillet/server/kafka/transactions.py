@@ -1,0 +1,124 @@
+"""InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn over Kafka's protocol: the
+same producer id manager and transaction coordinator the gRPC API drives, so idempotent and
+transactional Kafka clients work unchanged. AddPartitionsToTxn is served at the versions
+clients send (0-3); v4+ is Kafka's broker-to-broker verification, which Rillet's brokers
+send each other over gRPC. EndTxn stops at v4 (transaction.version 1: no epoch bump at
+each commit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rillet.broker.producer_id_manager import (
+    InitProducerIdRequest,
+    InitProducerIdResult,
+    ProducerIdManager,
+    handle_init_producer_id,
+    init_transactional_producer_id,
+)
+from rillet.broker.transaction_coordinator import TransactionCoordinator
+from rillet.coordinator.transaction import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+)
+from rillet.errors import InvalidRequestError, KafkaError
+from rillet.types import TopicPartition
+
+__all__ = ["KafkaTransactions"]
+
+Body = dict[str, Any]
+
+
+def _not_served() -> KafkaError:
+    return InvalidRequestError("transactions are not served by this broker")
+
+
+class KafkaTransactions:
+    def __init__(
+        self, producer_ids: ProducerIdManager, coordinator: TransactionCoordinator | None
+    ) -> None:
+        self.producer_ids = producer_ids
+        self.coordinator = coordinator
+
+    async def _transactional(self, request: InitProducerIdRequest) -> InitProducerIdResult:
+        if self.coordinator is None:
+            return await init_transactional_producer_id(request)
+        return await self.coordinator.init_producer_id(request)
+
+    async def init_producer_id(self, version: int, body: Body) -> Body:
+        request = InitProducerIdRequest(
+            transactional_id=body.get("transactional_id"),
+            transaction_timeout_ms=body["transaction_timeout_ms"],
+            producer_id=body.get("producer_id", -1),
+            producer_epoch=body.get("producer_epoch", -1),
+        )
+        try:
+            result = await handle_init_producer_id(request, self.producer_ids, self._transactional)
+        except KafkaError as e:
+            return {"error_code": e.code, "producer_id": -1, "producer_epoch": -1}
+        return {
+            "error_code": 0,
+            "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch,
+        }
+
+    async def add_partitions_to_txn(self, version: int, body: Body) -> Body:
+        # Versions 0-3 name their fields v3_and_below_* (v4+ batch transactions).
+        partitions = tuple(
+            dict.fromkeys(
+                TopicPartition(t["name"], p)
+                for t in body["v3_and_below_topics"]
+                for p in t["partitions"]
+            )
+        )
+        if self.coordinator is None:
+            errors: dict[TopicPartition, KafkaError | None] = dict.fromkeys(
+                partitions, _not_served()
+            )
+        else:
+            request = AddPartitionsToTxnRequest(
+                body["v3_and_below_transactional_id"],
+                body["v3_and_below_producer_id"],
+                body["v3_and_below_producer_epoch"],
+                partitions,
+            )
+            (response,) = await self.coordinator.add_partitions_to_txn([request])
+            errors = dict(response.errors)
+        by_topic: dict[str, list[Body]] = {}
+        for tp in partitions:
+            err = errors.get(tp)
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "partition_error_code": err.code if err else 0}
+            )
+        return {
+            "results_by_topic_v3_and_below": [
+                {"name": name, "results_by_partition": parts} for name, parts in by_topic.items()
+            ]
+        }
+
+    async def add_offsets_to_txn(self, version: int, body: Body) -> Body:
+        if self.coordinator is None:
+            return {"error_code": _not_served().code}
+        response = await self.coordinator.add_offsets_to_txn(
+            AddOffsetsToTxnRequest(
+                body["transactional_id"],
+                body["producer_id"],
+                body["producer_epoch"],
+                body["group_id"],
+            )
+        )
+        return {"error_code": response.error.code if response.error else 0}
+
+    async def end_txn(self, version: int, body: Body) -> Body:
+        if self.coordinator is None:
+            return {"error_code": _not_served().code}
+        response = await self.coordinator.end_txn(
+            EndTxnRequest(
+                body["transactional_id"],
+                body["producer_id"],
+                body["producer_epoch"],
+                bool(body["committed"]),
+            )
+        )
+        return {"error_code": response.error.code if response.error else 0}
