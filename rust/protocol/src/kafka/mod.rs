@@ -167,22 +167,15 @@ pub fn encode_response(
     correlation_id: i32,
     body: &Value,
 ) -> Result<Vec<u8>> {
-    let registry = registry();
-    let response = registry.response(api_key).ok_or(Error::UnknownApiKey {
-        api_key,
-        kind: MessageKind::Response,
-        correlation_id: Some(correlation_id),
-    })?;
-    response.check_version(api_version, Some(correlation_id))?;
-    let header_value = Value::Struct(vec![("correlation_id", correlation_id.into())]);
-    let mut frame = vec![0; 4];
-    registry.response_header().encode_into(
-        response_header_version(response, api_version),
-        &header_value,
-        &mut frame,
-    )?;
-    response.encode_into(api_version, body, &mut frame)?;
-    finish_frame(frame, &response.name)
+    let (frame, splices) = encode_response_spliced(api_key, api_version, correlation_id, body)?;
+    if splices.is_empty() {
+        Ok(frame)
+    } else {
+        Err(Error::InvalidValue {
+            context: format!("response to api key {api_key} v{api_version}"),
+            reason: "spliced records, which only encode_response_spliced writes".into(),
+        })
+    }
 }
 
 /// Where a spliced record set goes in a frame: its offset in the encoded bytes (it comes
