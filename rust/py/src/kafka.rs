@@ -35,14 +35,21 @@ fn to_py_err(err: kafka::Error) -> PyErr {
     }
 }
 
-fn spec(api_key: i16, kind: MessageKind) -> PyResult<&'static MessageSpec> {
-    registry().message(api_key, kind).ok_or_else(|| {
+/// The body of an `api_key` message given as a dict, read against its schema.
+fn body_from_py(
+    api_key: i16,
+    kind: MessageKind,
+    body: &Bound<'_, PyAny>,
+    splice: bool,
+) -> PyResult<Value> {
+    let spec: &MessageSpec = registry().message(api_key, kind).ok_or_else(|| {
         to_py_err(kafka::Error::UnknownApiKey {
             api_key,
             kind,
             correlation_id: None,
         })
-    })
+    })?;
+    struct_from_py(&spec.body, body, "", splice)
 }
 
 // -- Value -> Python ------------------------------------------------------------------------
@@ -234,8 +241,7 @@ fn kafka_encode_response<'py>(
     correlation_id: i32,
     body: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let spec = spec(api_key, MessageKind::Response)?;
-    let value = struct_from_py(&spec.body, body, "", false)?;
+    let value = body_from_py(api_key, MessageKind::Response, body, false)?;
     let frame =
         kafka::encode_response(api_key, api_version, correlation_id, &value).map_err(to_py_err)?;
     Ok(PyBytes::new(py, &frame))
@@ -253,8 +259,7 @@ fn kafka_encode_response_spliced<'py>(
     correlation_id: i32,
     body: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyBytes>, Vec<Splice>)> {
-    let spec = spec(api_key, MessageKind::Response)?;
-    let value = struct_from_py(&spec.body, body, "", true)?;
+    let value = body_from_py(api_key, MessageKind::Response, body, true)?;
     let (frame, splices) =
         kafka::encode_response_spliced(api_key, api_version, correlation_id, &value)
             .map_err(to_py_err)?;
@@ -272,8 +277,7 @@ fn kafka_encode_request<'py>(
     client_id: Option<String>,
     body: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let spec = spec(api_key, MessageKind::Request)?;
-    let value = struct_from_py(&spec.body, body, "", false)?;
+    let value = body_from_py(api_key, MessageKind::Request, body, false)?;
     let header = RequestHeader {
         api_key,
         api_version,

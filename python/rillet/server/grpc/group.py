@@ -8,13 +8,14 @@ from typing import TypeVar
 
 import grpc
 
+from rillet.broker.coordinator_lookup import find_coordinator
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.coordinator.group import messages as m
 from rillet.coordinator.group.results import CoordinatorResult
 from rillet.coordinator.group.shard import GroupCoordinatorShard
 from rillet.coordinator.group.txn_offsets import error_txn_commit_response
-from rillet.errors import InvalidRequestError, KafkaError
+from rillet.errors import KafkaError
 from rillet.protocol import group_coordinator as conv
 from rillet.protocol.errors import set_error
 from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc
@@ -24,9 +25,6 @@ __all__ = ["GroupServicer"]
 Context = grpc.aio.ServicerContext[object, object]
 
 R = TypeVar("R")
-
-COORDINATOR_GROUP = 0
-COORDINATOR_TRANSACTION = 1
 
 
 def _client(context: Context) -> tuple[str, str]:
@@ -59,35 +57,16 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
         """GROUP keys (0) to the group coordinator, TRANSACTION keys (1) to the transaction
         coordinator; each creates its topic on first use."""
         response = group_pb2.FindCoordinatorResponse()
-        finder: GroupCoordinator | TransactionCoordinator | None = None
-        if request.key_type == COORDINATOR_GROUP:
-            finder = self.coordinator
-        elif request.key_type == COORDINATOR_TRANSACTION:
-            finder = self.transactions
         for key in request.coordinator_keys:
             out = response.coordinators.add(key=key, node_id=-1, port=-1)
-            if finder is None:
-                set_error(
-                    out,
-                    InvalidRequestError(
-                        f"coordinator type {request.key_type} is not served "
-                        "(0 = GROUP, 1 = TRANSACTION)"
-                    ),
-                )
-                continue
-            found = await finder.find_coordinator(key)
+            found = await find_coordinator(
+                self.coordinator, self.transactions, request.key_type, key, self.listener_name
+            )
             if isinstance(found, KafkaError):
                 set_error(out, found)
                 continue
-            broker = finder.image.brokers.get(found)
-            endpoint = broker.endpoint(self.listener_name) if broker is not None else None
-            if endpoint is None:
-                set_error(
-                    out,
-                    InvalidRequestError(f"broker {found} has no {self.listener_name} listener"),
-                )
-                continue
-            out.node_id, out.host, out.port = found, endpoint.host, endpoint.port
+            node, endpoint = found
+            out.node_id, out.host, out.port = node, endpoint.host, endpoint.port
         return response
 
     # -- KIP-848 -------------------------------------------------------------------------------

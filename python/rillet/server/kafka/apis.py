@@ -78,7 +78,8 @@ class KafkaApis:
         self.apis = apis
         self.groups = groups
         self.transactions = transactions
-        schemas = _schema_versions()
+        # What the schemas know of every key (the versions an error can be answered at).
+        self.schemas = schemas = _schema_versions()
         # Each served key's versions: what its handler reads, within what the schemas know.
         self.supported: dict[int, tuple[int, int]] = {
             key: (max(lo, schemas[key][0]), min(hi, schemas[key][1]))
@@ -161,7 +162,7 @@ class KafkaApis:
     ) -> bytes | None:
         """``err`` as the response's top-level error code, at ``version`` (or the nearest
         version the schemas have); None when the response has no top-level error code."""
-        schemas = _schema_versions()
+        schemas = self.schemas
         if api_key not in schemas:
             _log.warning("closing a connection: unknown api key %d", api_key)
             return None

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from rillet.broker.coordinator_lookup import find_coordinator
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.coordinator.group import messages as m
 from rillet.coordinator.group.offsets import error_commit_response
 from rillet.coordinator.group.txn_offsets import error_txn_commit_response
-from rillet.errors import InvalidRequestError, KafkaError
+from rillet.errors import KafkaError
 
 __all__ = ["KafkaGroups"]
 
 Body = dict[str, Any]
-
-COORDINATOR_GROUP, COORDINATOR_TRANSACTION = 0, 1
 
 
 def _code(err: KafkaError | None) -> int:
@@ -52,28 +51,18 @@ class KafkaGroups:
         return {k: v for k, v in one.items() if k != "key"}
 
     async def _find(self, key_type: int, key: str, listener_name: str) -> Body:
-        out: Body = {"key": key, "node_id": -1, "host": "", "port": -1}
-        finder: GroupCoordinator | TransactionCoordinator | None = None
-        if key_type == COORDINATOR_GROUP:
-            finder = self.groups
-        elif key_type == COORDINATOR_TRANSACTION:
-            finder = self.transactions
-        err: KafkaError | None = None
-        if finder is None:
-            err = InvalidRequestError(f"coordinator type {key_type} is not served")
-        else:
-            node = await finder.find_coordinator(key)
-            if isinstance(node, KafkaError):
-                err = node
-            else:
-                broker = finder.image.brokers.get(node)
-                ep = broker.endpoint(listener_name) if broker is not None else None
-                if ep is None:
-                    err = InvalidRequestError(f"broker {node} has no {listener_name} listener")
-                else:
-                    out.update(node_id=node, host=ep.host, port=ep.port)
-        out.update(error_code=_code(err), error_message=_message(err))
-        return out
+        found = await find_coordinator(self.groups, self.transactions, key_type, key, listener_name)
+        if isinstance(found, KafkaError):
+            return {
+                "key": key,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": found.code,
+                "error_message": found.message,
+            }
+        node, ep = found
+        return {"key": key, "node_id": node, "host": ep.host, "port": ep.port, "error_code": 0}
 
     # -- the classic protocol -----------------------------------------------------------------
 
