@@ -420,8 +420,10 @@ class RilletServer:
                 kafka = KafkaListener(
                     KafkaApis(
                         self.apis,
-                        KafkaGroups(self.groups, self.transactions),
-                        KafkaTransactions(self.producer_ids, self.transactions),
+                        [
+                            KafkaGroups(self.groups, self.transactions),
+                            KafkaTransactions(self.producer_ids, self.transactions),
+                        ],
                     ),
                     max_request_bytes=cfg.socket_request_max_bytes,
                     idle_ms=cfg["connections.max.idle.ms"],

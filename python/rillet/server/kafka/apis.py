@@ -3,13 +3,17 @@ out (Kafka's ``KafkaApis``, the transport half: the work is done by the transpor
 :class:`~rillet.broker.apis.BrokerApis`).
 
 Bodies are dicts keyed by the snake_case of the schema's field names
-(:func:`rillet._core.kafka_decode_request`). Versions are negotiated as in Kafka: ApiVersions
-lists :data:`SUPPORTED` (each key's range within what the schemas know), and answers a
-version it does not know with UNSUPPORTED_VERSION in a v0 response (KIP-511). Another key
-or version outside :data:`SUPPORTED` is answered UNSUPPORTED_VERSION when its response has a
-top-level error code; otherwise, as Kafka's broker does for an api key it does not serve,
-the connection is closed (and the reason logged). A frame the codec cannot read is
-answered the same way with INVALID_REQUEST.
+(:func:`rillet._core.kafka_decode_request`). Records and metadata are served here; groups,
+transactions and admin requests by the services passed in (each a
+:class:`~rillet.server.kafka.request.KafkaService` listing its keys).
+
+Versions are negotiated as in Kafka: ApiVersions lists the keys served (each key's range
+within what the schemas know), and answers a version it does not know with
+UNSUPPORTED_VERSION in a v0 response (KIP-511). Another key or version not served is
+answered UNSUPPORTED_VERSION when its response has a top-level error code; otherwise, as
+Kafka's broker does for an api key it does not serve, the connection is closed (and the
+reason logged). A frame the codec cannot read is answered the same way with
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,26 +35,19 @@ from rillet.errors import (
     UnsupportedVersionError,
 )
 from rillet.server.kafka import records
-from rillet.server.kafka.groups import KafkaGroups
-from rillet.server.kafka.transactions import KafkaTransactions
+from rillet.server.kafka.request import Body, KafkaRequest, KafkaService, Served
 
-__all__ = ["REQUEST_HEADER_MIN_BYTES", "SUPPORTED", "KafkaApis", "SplicedResponse"]
+__all__ = ["REQUEST_HEADER_MIN_BYTES", "KafkaApis", "SplicedResponse"]
 
 _log = logging.getLogger(__name__)
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
-FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
-API_VERSIONS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN = 18, 22, 24, 25
-END_TXN, TXN_OFFSET_COMMIT = 26, 28
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 
 # api key, api version, correlation id: the first bytes of every request header.
 _HEADER_START = struct.Struct(">hhi")
 REQUEST_HEADER_MIN_BYTES = _HEADER_START.size
 
 _ZERO_UUID = uuid.UUID(int=0)
-
-Body = dict[str, Any]
-Handler = Callable[["KafkaApis", int, Body, str], Awaitable[Body | None]]
 
 
 def _schema_versions() -> dict[int, tuple[int, int]]:
@@ -69,23 +66,27 @@ class SplicedResponse:
 class KafkaApis:
     """See the module doc."""
 
-    def __init__(
-        self,
-        apis: BrokerApis,
-        groups: KafkaGroups | None = None,
-        transactions: KafkaTransactions | None = None,
-    ) -> None:
+    def __init__(self, apis: BrokerApis, services: Sequence[KafkaService] = ()) -> None:
         self.apis = apis
-        self.groups = groups
-        self.transactions = transactions
         # What the schemas know of every key (the versions an error can be answered at).
         self.schemas = schemas = _schema_versions()
+        handlers: dict[int, Served] = {
+            PRODUCE: Served(3, 11, self.produce),
+            FETCH: Served(4, 16, self._no_fetch),  # answered by _fetch, with its splices
+            LIST_OFFSETS: Served(1, 7, self.list_offsets),
+            METADATA: Served(0, 12, self.metadata),
+            API_VERSIONS: Served(0, 4, self.api_versions),
+        }
+        for service in services:
+            for key, served in service.served().items():
+                if key in handlers:
+                    raise ValueError(f"api key {key} is served twice")
+                handlers[key] = served
+        self.handlers: Mapping[int, Served] = handlers
         # Each served key's versions: what its handler reads, within what the schemas know.
         self.supported: dict[int, tuple[int, int]] = {
-            key: (max(lo, schemas[key][0]), min(hi, schemas[key][1]))
-            for key, (lo, hi) in SUPPORTED.items()
-            if (groups is not None or (key not in _GROUP_KEYS and key != FIND_COORDINATOR))
-            and (transactions is not None or key not in _TXN_KEYS)
+            key: (max(h.min_version, schemas[key][0]), min(h.max_version, schemas[key][1]))
+            for key, h in handlers.items()
         }
 
     async def handle(
@@ -103,12 +104,13 @@ class KafkaApis:
         except (InvalidRequestError, UnsupportedVersionError) as e:
             _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
             return self._error_response(api_key, version, correlation_id, e)
+        req = KafkaRequest(
+            api_key, version, correlation_id, client_id or "", body, listener_name, peer_host
+        )
         try:
             if api_key == FETCH:
-                return await self._fetch(version, correlation_id, body)
-            response = await self._dispatch(
-                api_key, version, body, listener_name, client_id, peer_host
-            )
+                return await self._fetch(req)
+            response = await self.handlers[api_key].handler(req)
             if response is None:
                 return b""  # a request Kafka does not answer (Produce with acks=0)
             return _core.kafka_encode_response(api_key, version, correlation_id, response)
@@ -117,26 +119,6 @@ class KafkaApis:
             return self._error_response(
                 api_key, version, correlation_id, UnknownServerError(f"{type(e).__name__}: {e}")
             )
-
-    async def _dispatch(
-        self,
-        api_key: int,
-        version: int,
-        body: Body,
-        listener_name: str,
-        client_id: str | None,
-        peer_host: str,
-    ) -> Body | None:
-        group_handler = _GROUP_KEYS.get(api_key)
-        txn_handler = _TXN_KEYS.get(api_key)
-        if txn_handler is not None:
-            assert self.transactions is not None
-            return await txn_handler(self.transactions, version, body)
-        if group_handler is not None:
-            assert self.groups is not None
-            client = (client_id or "", "/" + peer_host)
-            return await group_handler(self.groups, version, body, client)
-        return await _HANDLERS[api_key](self, version, body, listener_name)
 
     # -- answering what is not served --------------------------------------------------------
 
@@ -189,17 +171,13 @@ class KafkaApis:
             for k, (lo, hi) in sorted(self.supported.items())
         ]
 
-    async def api_versions(self, version: int, body: Body, listener_name: str) -> Body:
+    async def api_versions(self, req: KafkaRequest) -> Body:
         return {"error_code": 0, "api_keys": self._api_keys()}
 
-    async def find_coordinator(self, version: int, body: Body, listener_name: str) -> Body:
-        assert self.groups is not None
-        return await self.groups.find_coordinator(version, body, listener_name)
-
-    async def _fetch(self, version: int, correlation_id: int, body: Body) -> SplicedResponse:
-        response, record_sets = await records.fetch(self.apis, version, body)
+    async def _fetch(self, req: KafkaRequest) -> SplicedResponse:
+        response, record_sets = await records.fetch(self.apis, req.version, req.body)
         frame, splices = _core.kafka_encode_response_spliced(
-            FETCH, version, correlation_id, response
+            FETCH, req.version, req.correlation_id, response
         )
         return SplicedResponse(
             frame,
@@ -208,17 +186,21 @@ class KafkaApis:
 
     # -- records --------------------------------------------------------------------------
 
-    async def produce(self, version: int, body: Body, listener_name: str) -> Body | None:
-        return await records.produce(self.apis, version, body)
+    async def _no_fetch(self, req: KafkaRequest) -> Body:
+        raise AssertionError("Fetch is answered by _fetch")
 
-    async def list_offsets(self, version: int, body: Body, listener_name: str) -> Body:
-        return records.list_offsets(self.apis, version, body)
+    async def produce(self, req: KafkaRequest) -> Body | None:
+        return await records.produce(self.apis, req.version, req.body)
+
+    async def list_offsets(self, req: KafkaRequest) -> Body:
+        return records.list_offsets(self.apis, req.version, req.body)
 
     # -- Metadata -----------------------------------------------------------------------------
 
-    async def metadata(self, version: int, body: Body, listener_name: str) -> Body:
+    async def metadata(self, req: KafkaRequest) -> Body:
         """Topics named (or, since v10, given by id), or every topic for a null list (v1+)
         or an empty one (v0); brokers with their endpoint on this listener."""
+        version, body, listener_name = req.version, req.body, req.listener_name
         wanted = body.get("topics")
         image = self.apis.image()
         names: list[str] = []
@@ -280,54 +262,3 @@ def _metadata_topic(t: Any) -> Body:
         ],
     }
     return out
-
-
-# The keys served, with the versions their handlers read.
-SUPPORTED: Mapping[int, tuple[int, int]] = {
-    FIND_COORDINATOR: (0, 5),
-    JOIN_GROUP: (0, 9),
-    SYNC_GROUP: (0, 5),
-    HEARTBEAT: (0, 4),
-    LEAVE_GROUP: (0, 5),
-    OFFSET_COMMIT: (2, 8),
-    OFFSET_FETCH: (1, 7),
-    TXN_OFFSET_COMMIT: (0, 3),
-    INIT_PRODUCER_ID: (0, 5),
-    ADD_PARTITIONS_TO_TXN: (0, 3),
-    ADD_OFFSETS_TO_TXN: (0, 3),
-    END_TXN: (0, 4),
-    PRODUCE: (3, 11),
-    FETCH: (4, 16),
-    LIST_OFFSETS: (1, 7),
-    METADATA: (0, 12),
-    API_VERSIONS: (0, 4),
-}
-
-GroupHandler = Callable[[KafkaGroups, int, Body, tuple[str, str]], Awaitable[Body]]
-
-_GROUP_KEYS: Mapping[int, GroupHandler] = {
-    JOIN_GROUP: KafkaGroups.join_group,
-    SYNC_GROUP: KafkaGroups.sync_group,
-    HEARTBEAT: KafkaGroups.heartbeat,
-    LEAVE_GROUP: KafkaGroups.leave_group,
-    OFFSET_COMMIT: KafkaGroups.offset_commit,
-    OFFSET_FETCH: KafkaGroups.offset_fetch,
-    TXN_OFFSET_COMMIT: KafkaGroups.txn_offset_commit,
-}
-
-TxnHandler = Callable[[KafkaTransactions, int, Body], Awaitable[Body]]
-
-_TXN_KEYS: Mapping[int, TxnHandler] = {
-    INIT_PRODUCER_ID: KafkaTransactions.init_producer_id,
-    ADD_PARTITIONS_TO_TXN: KafkaTransactions.add_partitions_to_txn,
-    ADD_OFFSETS_TO_TXN: KafkaTransactions.add_offsets_to_txn,
-    END_TXN: KafkaTransactions.end_txn,
-}
-
-_HANDLERS: Mapping[int, Handler] = {
-    FIND_COORDINATOR: KafkaApis.find_coordinator,
-    PRODUCE: KafkaApis.produce,
-    LIST_OFFSETS: KafkaApis.list_offsets,
-    METADATA: KafkaApis.metadata,
-    API_VERSIONS: KafkaApis.api_versions,
-}

@@ -7,7 +7,7 @@ client is passed on: JoinGroup v4+ clients take MEMBER_ID_REQUIRED, v9+ know
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from rillet.broker.coordinator_lookup import find_coordinator
 from rillet.broker.group_coordinator import GroupCoordinator
@@ -16,10 +16,9 @@ from rillet.coordinator.group import messages as m
 from rillet.coordinator.group.offsets import error_commit_response
 from rillet.coordinator.group.txn_offsets import error_txn_commit_response
 from rillet.errors import KafkaError
+from rillet.server.kafka.request import Body, KafkaRequest, Served
 
 __all__ = ["KafkaGroups"]
-
-Body = dict[str, Any]
 
 
 def _code(err: KafkaError | None) -> int:
@@ -40,9 +39,22 @@ class KafkaGroups:
         self.groups = groups
         self.transactions = transactions
 
+    def served(self) -> Mapping[int, Served]:
+        return {
+            10: Served(0, 5, self.find_coordinator),  # FindCoordinator
+            11: Served(0, 9, self.join_group),  # JoinGroup
+            14: Served(0, 5, self.sync_group),  # SyncGroup
+            12: Served(0, 4, self.heartbeat),  # Heartbeat
+            13: Served(0, 5, self.leave_group),  # LeaveGroup
+            8: Served(2, 8, self.offset_commit),  # OffsetCommit
+            9: Served(1, 7, self.offset_fetch),  # OffsetFetch
+            28: Served(0, 3, self.txn_offset_commit),  # TxnOffsetCommit
+        }
+
     # -- FindCoordinator ----------------------------------------------------------------------
 
-    async def find_coordinator(self, version: int, body: Body, listener_name: str) -> Body:
+    async def find_coordinator(self, req: KafkaRequest) -> Body:
+        version, body, listener_name = req.version, req.body, req.listener_name
         keys = body.get("coordinator_keys") or [body.get("key", "")]
         found = [await self._find(body.get("key_type", 0), k, listener_name) for k in keys]
         if version >= 4:
@@ -66,7 +78,8 @@ class KafkaGroups:
 
     # -- the classic protocol -----------------------------------------------------------------
 
-    async def join_group(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+    async def join_group(self, req: KafkaRequest) -> Body:
+        version, body, client = req.version, req.body, req.client
         r = m.JoinGroupRequest(
             group_id=body["group_id"],
             session_timeout_ms=body["session_timeout_ms"],
@@ -113,7 +126,8 @@ class KafkaGroups:
             out["skip_assignment"] = response.skip_assignment
         return out
 
-    async def sync_group(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+    async def sync_group(self, req: KafkaRequest) -> Body:
+        version, body = req.version, req.body
         r = m.SyncGroupRequest(
             group_id=body["group_id"],
             generation_id=body["generation_id"],
@@ -133,7 +147,8 @@ class KafkaGroups:
             out.update(protocol_type=response.protocol_type, protocol_name=response.protocol_name)
         return out
 
-    async def heartbeat(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+    async def heartbeat(self, req: KafkaRequest) -> Body:
+        body = req.body
         r = m.HeartbeatRequest(
             group_id=body["group_id"],
             generation_id=body["generation_id"],
@@ -147,7 +162,8 @@ class KafkaGroups:
         )
         return {"error_code": _code(response.error)}
 
-    async def leave_group(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+    async def leave_group(self, req: KafkaRequest) -> Body:
+        version, body = req.version, req.body
         if version >= 3:
             members = tuple(
                 m.MemberIdentity(x["member_id"], x.get("group_instance_id"), x.get("reason"))
@@ -178,7 +194,8 @@ class KafkaGroups:
 
     # -- offsets ------------------------------------------------------------------------------
 
-    async def offset_commit(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+    async def offset_commit(self, req: KafkaRequest) -> Body:
+        body = req.body
         r = m.OffsetCommitRequest(
             group_id=body["group_id"],
             topics=_commit_topics(body["topics"]),
@@ -193,7 +210,8 @@ class KafkaGroups:
         )
         return {"topics": _partition_errors(response.topics)}
 
-    async def txn_offset_commit(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+    async def txn_offset_commit(self, req: KafkaRequest) -> Body:
+        body = req.body
         r = m.TxnOffsetCommitRequest(
             transactional_id=body["transactional_id"],
             group_id=body["group_id"],
@@ -211,7 +229,8 @@ class KafkaGroups:
         )
         return {"topics": _partition_errors(response.topics)}
 
-    async def offset_fetch(self, version: int, body: Body, client: tuple[str, str]) -> Body:
+    async def offset_fetch(self, req: KafkaRequest) -> Body:
+        version, body = req.version, req.body
         topics = body.get("topics")
         r = m.OffsetFetchRequest(
             group_id=body["group_id"],

@@ -7,7 +7,7 @@ each commit)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from rillet.broker.producer_id_manager import (
     InitProducerIdRequest,
@@ -23,11 +23,10 @@ from rillet.coordinator.transaction import (
     EndTxnRequest,
 )
 from rillet.errors import InvalidRequestError, KafkaError
+from rillet.server.kafka.request import Body, KafkaRequest, Served
 from rillet.types import TopicPartition
 
 __all__ = ["KafkaTransactions"]
-
-Body = dict[str, Any]
 
 
 def _not_served() -> KafkaError:
@@ -41,12 +40,21 @@ class KafkaTransactions:
         self.producer_ids = producer_ids
         self.coordinator = coordinator
 
+    def served(self) -> Mapping[int, Served]:
+        return {
+            22: Served(0, 5, self.init_producer_id),  # InitProducerId
+            24: Served(0, 3, self.add_partitions_to_txn),  # AddPartitionsToTxn
+            25: Served(0, 3, self.add_offsets_to_txn),  # AddOffsetsToTxn
+            26: Served(0, 4, self.end_txn),  # EndTxn
+        }
+
     async def _transactional(self, request: InitProducerIdRequest) -> InitProducerIdResult:
         if self.coordinator is None:
             return await init_transactional_producer_id(request)
         return await self.coordinator.init_producer_id(request)
 
-    async def init_producer_id(self, version: int, body: Body) -> Body:
+    async def init_producer_id(self, req: KafkaRequest) -> Body:
+        body = req.body
         request = InitProducerIdRequest(
             transactional_id=body.get("transactional_id"),
             transaction_timeout_ms=body["transaction_timeout_ms"],
@@ -63,7 +71,8 @@ class KafkaTransactions:
             "producer_epoch": result.producer_epoch,
         }
 
-    async def add_partitions_to_txn(self, version: int, body: Body) -> Body:
+    async def add_partitions_to_txn(self, req: KafkaRequest) -> Body:
+        body = req.body
         # Versions 0-3 name their fields v3_and_below_* (v4+ batch transactions).
         partitions = tuple(
             dict.fromkeys(
@@ -97,7 +106,8 @@ class KafkaTransactions:
             ]
         }
 
-    async def add_offsets_to_txn(self, version: int, body: Body) -> Body:
+    async def add_offsets_to_txn(self, req: KafkaRequest) -> Body:
+        body = req.body
         if self.coordinator is None:
             return {"error_code": _not_served().code}
         response = await self.coordinator.add_offsets_to_txn(
@@ -110,7 +120,8 @@ class KafkaTransactions:
         )
         return {"error_code": response.error.code if response.error else 0}
 
-    async def end_txn(self, version: int, body: Body) -> Body:
+    async def end_txn(self, req: KafkaRequest) -> Body:
+        body = req.body
         if self.coordinator is None:
             return {"error_code": _not_served().code}
         response = await self.coordinator.end_txn(
