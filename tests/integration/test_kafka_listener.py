@@ -11,11 +11,11 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rillet import _core, decode_batches
+from tests.support.kafka_wire import call, closed, connect, kafka_broker, kafka_port, read_frame
 from tests.support.mini_broker import MiniBroker
 
 with warnings.catch_warnings():
@@ -29,57 +29,9 @@ UNSUPPORTED_VERSION, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_NOT_AVAILABLE = 35,
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[MiniBroker]:
-    b = MiniBroker(
-        tmp_path / "data",
-        {"orders": 3},
-        {
-            "listeners": "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0",
-            "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT,CONTROLLER:PLAINTEXT"
-            ),
-            "grpc.listener.names": "PLAINTEXT",
-            "group.initial.rebalance.delay.ms": "0",
-        },
-    )
+    b = kafka_broker(tmp_path / "data", {"orders": 3})
     yield b
     b.close()
-
-
-def kafka_port(broker: MiniBroker) -> int:
-    return broker.server.bound["KAFKA"]
-
-
-def connect(broker: MiniBroker) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", kafka_port(broker)), timeout=30)
-
-
-def read_frame(s: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = s.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return out
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
-
-
-def call(s: socket.socket, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
-    s.sendall(_core.kafka_encode_request(api_key, version, 11, "raw", body))
-    correlation_id, response = _core.kafka_decode_response(api_key, version, read_frame(s))
-    assert correlation_id == 11
-    return response
-
-
-def closed(s: socket.socket) -> bool:
-    try:
-        return s.recv(1) == b""
-    except ConnectionError:
-        return True
 
 
 def test_kafka_python_reads_metadata_through_the_kafka_listener(broker: MiniBroker) -> None:
