@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from rillet.client.admin import AdminClient, PartitionInfo
 from tests.support.netns import Network
-from tests.support.server_process import ServerProcess, free_port
+from tests.support.server_process import KAFKA_LISTENER, ServerProcess, free_port
 
 T = TypeVar("T")
 
@@ -37,8 +37,9 @@ class ClusterNode(ServerProcess):
         *,
         host: str = "127.0.0.1",
         exec_prefix: Sequence[str] = (),
+        kafka: bool = False,
     ) -> None:
-        super().__init__(root / f"node{node_id}")
+        super().__init__(root / f"node{node_id}", kafka=kafka)
         self.node_id = node_id
         self.roles = roles
         self.host = host
@@ -51,6 +52,11 @@ class ClusterNode(ServerProcess):
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        assert self.kport is not None, "started without a Kafka listener"
+        return f"{self.host}:{self.kport}"
+
     def admin_client(self) -> AdminClient:
         return AdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000)
 
@@ -62,6 +68,9 @@ class ClusterNode(ServerProcess):
         listeners = []
         if "broker" in self.roles:
             listeners.append(f"PLAINTEXT://{self.host}:{self.port}")
+            if self.kport is not None:
+                listeners.append(f"KAFKA://{self.host}:{self.kport}")
+        advertised = ",".join(listeners)
         if self.is_controller:
             listeners.append(f"CONTROLLER://{self.host}:{self.cport}")
         props = {
@@ -75,7 +84,9 @@ class ClusterNode(ServerProcess):
             **self.extra,
         }
         if "broker" in self.roles:
-            props["advertised.listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+            props["advertised.listeners"] = advertised
+            if self.kport is not None:
+                props.update(KAFKA_LISTENER)
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def format(self, cluster_id: str) -> None:
@@ -123,7 +134,9 @@ class Cluster:
         broker_only: Iterable[int] = (),
         *,
         network: Network | None = None,
+        kafka: bool = False,
     ) -> None:
+        """``kafka``: every broker serves Kafka's protocol too (listener KAFKA)."""
         roles = {i: "broker,controller" for i in range(1, voters + 1)}
         roles.update({i: "broker" for i in broker_only})
         self.network = network
@@ -134,6 +147,7 @@ class Cluster:
                 r,
                 host=network.address(i) if network else "127.0.0.1",
                 exec_prefix=network.exec_prefix(i) if network else (),
+                kafka=kafka and "broker" in r,
             )
             for i, r in roles.items()
         }
@@ -164,6 +178,9 @@ class Cluster:
 
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.alive())
+
+    def kafka_bootstrap(self) -> str:
+        return ",".join(n.kafka_bootstrap for n in self.alive())
 
     def admin(self) -> AdminClient:
         return AdminClient(bootstrap_servers=self.bootstrap(), request_timeout_ms=10000)

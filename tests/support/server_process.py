@@ -15,6 +15,12 @@ import grpc
 from rillet import Record, decode_batches
 from rillet.protocol import admin_pb2, admin_pb2_grpc, common_pb2, fetch_pb2, fetch_pb2_grpc
 
+# With a KAFKA listener beside PLAINTEXT: PLAINTEXT serves gRPC (and replication).
+KAFKA_LISTENER = {
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "grpc.listener.names": "PLAINTEXT",
+}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -23,14 +29,24 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """The embedded default on free ports, with its data under ``data_dir``."""
+    """The embedded default on free ports, with its data under ``data_dir``: gRPC on
+    ``port`` (listener PLAINTEXT); with ``kafka``, Kafka's protocol on ``kport`` too
+    (listener KAFKA). ``overrides`` replace any config key."""
 
     def __init__(
-        self, data_dir: Path, *, port: int | None = None, cport: int | None = None
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        cport: int | None = None,
+        kafka: bool = False,
+        overrides: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.overrides = overrides or {}
         self.port = port or free_port()
         self.cport = cport or free_port()
+        self.kport = free_port() if kafka else None
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
 
@@ -38,7 +54,23 @@ class ServerProcess:
     def bootstrap(self) -> str:
         return f"localhost:{self.port}"
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        assert self.kport is not None, "started without a Kafka listener"
+        return f"localhost:{self.kport}"
+
     def argv(self) -> list[str]:
+        listeners = [f"PLAINTEXT://localhost:{self.port}"]
+        if self.kport is not None:
+            listeners.append(f"KAFKA://localhost:{self.kport}")
+        overrides = {
+            "listeners": ",".join([*listeners, f"CONTROLLER://localhost:{self.cport}"]),
+            "advertised.listeners": ",".join(listeners),
+            "controller.quorum.voters": f"1@localhost:{self.cport}",
+        }
+        if self.kport is not None:
+            overrides.update(KAFKA_LISTENER)
+        overrides.update(self.overrides)
         return [
             sys.executable,
             "-m",
@@ -47,12 +79,7 @@ class ServerProcess:
             "start",
             "--data-dir",
             str(self.data_dir),
-            "--override",
-            f"listeners=PLAINTEXT://localhost:{self.port},CONTROLLER://localhost:{self.cport}",
-            "--override",
-            f"advertised.listeners=PLAINTEXT://localhost:{self.port}",
-            "--override",
-            f"controller.quorum.voters=1@localhost:{self.cport}",
+            *[arg for k, v in overrides.items() for arg in ("--override", f"{k}={v}")],
         ]
 
     def start(self, timeout: float = 60) -> None:

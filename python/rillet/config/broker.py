@@ -42,6 +42,11 @@ _log = logging.getLogger("rillet.config")
 STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
 DEFAULT_CONFIG = "DEFAULT_CONFIG"
 
+# The embedded default's keys that describe its GRPC listener (see embedded_default).
+_GRPC_LISTENER_PRESETS = frozenset(
+    {"advertised.listeners", "grpc.listener.names", "inter.broker.listener.name"}
+)
+
 
 class ConfigEntry(NamedTuple):
     """One broker config as DescribeConfigs shows it: Kafka's string form of the value
@@ -211,27 +216,43 @@ class BrokerConfig:
         overrides: Mapping[str, object] | None = None,
     ) -> BrokerConfig:
         """The configuration of ``rillet server start`` with no arguments: one node in combined
-        mode (broker and controller, the only voter), clients on localhost:9092, the
-        controller on localhost:9093, data in ``<data_dir>/kraft-combined-logs`` (``data_dir``
-        defaults to :func:`default_data_dir`). ``overrides`` replace any key."""
+        mode (broker and controller, the only voter), Kafka's protocol on localhost:9092
+        (listener PLAINTEXT), Rillet's gRPC API on localhost:9094 (listener GRPC, also the
+        inter-broker listener), the controller on localhost:9093, data in
+        ``<data_dir>/kraft-combined-logs`` (``data_dir`` defaults to
+        :func:`default_data_dir`).
+
+        ``overrides`` replace any key. Overriding ``listeners`` drops the GRPC listener's
+        presets (``advertised.listeners``, ``grpc.listener.names``,
+        ``inter.broker.listener.name``) that are not overridden too, so the listeners given
+        take Rillet's defaults for them: every broker listener serves gRPC."""
         base = Path(data_dir) if data_dir is not None else default_data_dir()
         props: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": "1@localhost:9093",
-            "listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
-            "advertised.listeners": "PLAINTEXT://localhost:9092",
+            "listeners": (
+                "PLAINTEXT://localhost:9092,GRPC://localhost:9094,CONTROLLER://localhost:9093"
+            ),
+            "advertised.listeners": "PLAINTEXT://localhost:9092,GRPC://localhost:9094",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "grpc.listener.names": "GRPC",
+            "inter.broker.listener.name": "GRPC",
+            "listener.security.protocol.map": (
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,GRPC:PLAINTEXT"
+            ),
             "log.dirs": str(base / "kraft-combined-logs"),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
         }
-        preset = frozenset(props) - frozenset(overrides or {})
-        props.update(overrides or {})
+        overrides = overrides or {}
+        if "listeners" in overrides:
+            for key in _GRPC_LISTENER_PRESETS - frozenset(overrides):
+                del props[key]
+        preset = frozenset(props) - frozenset(overrides)
+        props.update(overrides)
         return cls(props, preset_keys=preset)
 
     def updated(self, changes: Mapping[str, object | None]) -> BrokerConfig:

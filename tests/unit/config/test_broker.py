@@ -607,11 +607,18 @@ def test_embedded_default(tmp_path: Path) -> None:
     assert dict(c.quorum_voters) == {1: HostPort("localhost", 9093)}
     assert [str(e) for e in c.listeners] == [
         "PLAINTEXT://localhost:9092",
+        "GRPC://localhost:9094",
         "CONTROLLER://localhost:9093",
     ]
-    assert [str(e) for e in c.advertised_listeners] == ["PLAINTEXT://localhost:9092"]
+    assert [str(e) for e in c.advertised_listeners] == [
+        "PLAINTEXT://localhost:9092",
+        "GRPC://localhost:9094",
+    ]
+    # Kafka's protocol where Kafka users look for it; gRPC beside it, replicating.
+    assert [str(e) for e in c.kafka_listeners] == ["PLAINTEXT://localhost:9092"]
+    assert [str(e) for e in c.grpc_listeners] == ["GRPC://localhost:9094"]
     assert c.controller_listener_names == ("CONTROLLER",)
-    assert c.inter_broker_listener_name == "PLAINTEXT"
+    assert c.inter_broker_listener_name == "GRPC"
     assert c.log_dirs == (tmp_path / "kraft-combined-logs",)
     assert c.metadata_log_dir == tmp_path / "kraft-combined-logs"
     assert c.offsets_topic_replication_factor == 1  # a single node can host the offsets topic
@@ -631,6 +638,10 @@ def test_embedded_default_overrides(tmp_path: Path) -> None:
     )
     assert c.broker_listeners[0].port == 19092
     assert c.num_partitions == 3
+    # Listeners given replace the GRPC listener's presets: all of them serve gRPC.
+    assert [str(e) for e in c.advertised_listeners] == ["PLAINTEXT://localhost:19092"]
+    assert c.grpc_listeners == c.broker_listeners and not c.kafka_listeners
+    assert c.inter_broker_listener_name == "PLAINTEXT"
 
 
 def test_embedded_default_uses_the_user_data_dir(

@@ -11,6 +11,12 @@ answered with Kafka's error code.
 
 Fetch responses are written around their record sets, which go from the segment files to
 the socket with ``sendfile`` (:func:`rillet._core.transfer`), never through user space.
+
+A connection that opens with HTTP/2's preface (``PRI * HTTP/2.0``: a gRPC client, whose first
+four bytes read as a frame of 1.3 GB, which no Kafka client sends) is relayed to the broker's
+gRPC listener when it has one. So Rillet's own client and tools can bootstrap from the Kafka
+port, as Kafka users type it; the metadata they get back names the gRPC listener's
+endpoints, where their other connections go.
 """
 
 from __future__ import annotations
@@ -31,13 +37,26 @@ __all__ = ["KafkaListener"]
 
 _log = logging.getLogger(__name__)
 
+# The first four bytes of HTTP/2's connection preface, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".
+_HTTP2_PREFACE_START = b"PRI "
+_RELAY_CHUNK = 64 * 1024
+
 
 class KafkaListener:
     """See the module doc. :attr:`bound` maps listener names to the bound ports (an endpoint
     with port 0 gets a free one)."""
 
-    def __init__(self, apis: KafkaApis, *, max_request_bytes: int, idle_ms: int) -> None:
+    def __init__(
+        self,
+        apis: KafkaApis,
+        *,
+        max_request_bytes: int,
+        idle_ms: int,
+        grpc_address: tuple[str, int] | None = None,
+    ) -> None:
         self.apis = apis
+        # Where a gRPC client that connected here is relayed (the module doc).
+        self.grpc_address = grpc_address
         self.max_request_bytes = max_request_bytes
         self.idle_s = idle_ms / 1000 if idle_ms > 0 else None
         self.bound: dict[str, int] = {}
@@ -84,6 +103,9 @@ class KafkaListener:
             while True:
                 async with asyncio.timeout(self.idle_s):
                     prefix = await reader.readexactly(4)
+                if prefix == _HTTP2_PREFACE_START and self.grpc_address is not None:
+                    await _relay(prefix, reader, writer, self.grpc_address)
+                    return
                 size = int.from_bytes(prefix, "big", signed=True)
                 if not REQUEST_HEADER_MIN_BYTES <= size <= self.max_request_bytes:
                     _log.warning(
@@ -112,7 +134,9 @@ class KafkaListener:
             # part of a response is on the wire, so the connection cannot go on.
             _log.info("closing the connection from %s on %s: %s", peer, listener_name, e)
         except asyncio.CancelledError:
-            raise
+            # The listener is stopping. Not re-raised: asyncio's stream server reads a
+            # connection task's exception() when it ends, which a cancelled task raises.
+            return
         except Exception:  # a bug: close this connection, keep serving the others
             _log.exception("serving a Kafka connection from %s failed", peer)
         finally:
@@ -120,6 +144,38 @@ class KafkaListener:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+
+async def _relay(
+    first: bytes,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    address: tuple[str, int],
+) -> None:
+    """Pipe the connection both ways to ``address``, ``first`` (already read) first, until
+    either side closes."""
+    up_reader, up_writer = await asyncio.open_connection(*address)
+
+    async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        while chunk := await src.read(_RELAY_CHUNK):
+            dst.write(chunk)
+            await dst.drain()
+
+    up_writer.write(first)
+    tasks = [
+        asyncio.ensure_future(pipe(reader, up_writer)),
+        asyncio.ensure_future(pipe(up_reader, writer)),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # re-raise a broken pipe
+    finally:
+        for task in tasks:
+            task.cancel()
+        up_writer.close()
+        with contextlib.suppress(Exception):
+            await up_writer.wait_closed()
 
 
 async def _send_spliced(writer: asyncio.StreamWriter, response: SplicedResponse) -> None:
