@@ -23,7 +23,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-FETCH, API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 1, 18, 3, 10, 60
+FETCH, API_VERSIONS, METADATA, FIND_COORDINATOR, ENVELOPE = 1, 18, 3, 10, 58
 UNSUPPORTED_VERSION, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_NOT_AVAILABLE = 35, 3, 15
 
 
@@ -79,9 +79,10 @@ def test_unsupported_versions_get_kafkas_answer(broker: MiniBroker) -> None:
         correlation_id, answer = _core.kafka_decode_response(API_VERSIONS, 0, read_frame(s))
         assert correlation_id == 5 and answer["error_code"] == UNSUPPORTED_VERSION
         assert {k["api_key"] for k in answer["api_keys"]} == set(served)
-        # A key the broker does not serve yet, whose response has a top-level error code.
-        s.sendall(_core.kafka_encode_request(DESCRIBE_CLUSTER, 0, 6, "raw", {}))
-        correlation_id, answer = _core.kafka_decode_response(DESCRIBE_CLUSTER, 0, read_frame(s))
+        # A key the broker does not serve to clients (Envelope is controller-to-broker),
+        # whose response has a top-level error code.
+        s.sendall(_core.kafka_encode_request(ENVELOPE, 0, 6, "raw", {"request_data": b"x"}))
+        correlation_id, answer = _core.kafka_decode_response(ENVELOPE, 0, read_frame(s))
         assert correlation_id == 6 and answer["error_code"] == UNSUPPORTED_VERSION
         assert call(s, METADATA, 1, {"topics": None})["brokers"]  # the connection still serves
 

@@ -302,6 +302,13 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             "High watermark checkpoint interval",
         ),
         _k("fetch.max.bytes", "int", 55 << 20, "Largest fetch response", at_least(1024)),
+        _k(
+            "max.incremental.fetch.session.cache.slots",
+            "int",
+            1000,
+            "Incremental fetch sessions (KIP-227) kept; a client refused one fetches sessionless",
+            at_least(0),
+        ),
         _k("auto.leader.rebalance.enable", "boolean", True, "Move leaders to preferred replicas"),
         _k(
             "leader.imbalance.check.interval.seconds",

@@ -35,6 +35,7 @@ from rillet.errors import (
     UnsupportedVersionError,
 )
 from rillet.server.kafka import records
+from rillet.server.kafka.fetch_sessions import FetchSessionCache
 from rillet.server.kafka.request import Body, KafkaRequest, KafkaService, Served
 
 __all__ = ["REQUEST_HEADER_MIN_BYTES", "KafkaApis", "SplicedResponse"]
@@ -66,8 +67,15 @@ class SplicedResponse:
 class KafkaApis:
     """See the module doc."""
 
-    def __init__(self, apis: BrokerApis, services: Sequence[KafkaService] = ()) -> None:
+    def __init__(
+        self,
+        apis: BrokerApis,
+        services: Sequence[KafkaService] = (),
+        *,
+        fetch_session_cache_slots: int = 1000,  # max.incremental.fetch.session.cache.slots
+    ) -> None:
         self.apis = apis
+        self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         # What the schemas know of every key (the versions an error can be answered at).
         self.schemas = schemas = _schema_versions()
         handlers: dict[int, Served] = {
@@ -175,7 +183,9 @@ class KafkaApis:
         return {"error_code": 0, "api_keys": self._api_keys()}
 
     async def _fetch(self, req: KafkaRequest) -> SplicedResponse:
-        response, record_sets = await records.fetch(self.apis, req.version, req.body)
+        response, record_sets = await records.fetch(
+            self.apis, req.version, req.body, self.fetch_sessions
+        )
         frame, splices = _core.kafka_encode_response_spliced(
             FETCH, req.version, req.correlation_id, response
         )

@@ -10,7 +10,10 @@ answer (:meth:`KafkaApis.handle` returns None) closes its connection; every othe
 answered with Kafka's error code.
 
 Fetch responses are written around their record sets, which go from the segment files to
-the socket with ``sendfile`` (:func:`rillet._core.transfer`), never through user space.
+the socket with ``sendfile`` (:func:`rillet._core.transfer`, in Rust, the GIL released), never
+through user space. What the socket takes at once is sent from the event loop; the rest of a
+large record set by one of ``num.network.threads`` sender threads, which waits for the
+client to make room, so a slow reader never holds up the loop.
 
 A connection that opens with HTTP/2's preface (``PRI * HTTP/2.0``: a gRPC client, whose first
 four bytes read as a frame of 1.3 GB, which no Kafka client sends) is relayed to the broker's
@@ -26,7 +29,10 @@ import contextlib
 import functools
 import logging
 import os
+import select
+import socket
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from rillet._core import FileRegion, transfer
 from rillet.config.listeners import Endpoint
@@ -52,9 +58,12 @@ class KafkaListener:
         *,
         max_request_bytes: int,
         idle_ms: int,
+        network_threads: int = 3,
         grpc_address: tuple[str, int] | None = None,
     ) -> None:
         self.apis = apis
+        # Send what of a fetch's record sets a socket does not take at once (num.network.threads).
+        self._senders = ThreadPoolExecutor(network_threads, thread_name_prefix="kafka-sendfile")
         # Where a gRPC client that connected here is relayed (the module doc).
         self.grpc_address = grpc_address
         self.max_request_bytes = max_request_bytes
@@ -87,6 +96,7 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
         self._servers.clear()
+        self._senders.shutdown(wait=False, cancel_futures=True)
 
     async def _serve(
         self, listener_name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -123,7 +133,7 @@ class KafkaListener:
                 if response is None:
                     return
                 if isinstance(response, SplicedResponse):
-                    await _send_spliced(writer, response)
+                    await _send_spliced(writer, response, self._senders, self.idle_s or 600.0)
                 elif response:
                     writer.write(response)
                     await writer.drain()
@@ -178,19 +188,24 @@ async def _relay(
             await up_writer.wait_closed()
 
 
-async def _send_spliced(writer: asyncio.StreamWriter, response: SplicedResponse) -> None:
+async def _send_spliced(
+    writer: asyncio.StreamWriter,
+    response: SplicedResponse,
+    senders: ThreadPoolExecutor,
+    timeout_s: float,
+) -> None:
     """The frame's bytes through the transport, each record set in its place with
     ``sendfile`` straight from the segment files (no copy through user space)."""
     frame = memoryview(response.frame)
     # A second descriptor of the socket: the event loop lets only the transport watch the
-    # transport's own one.
+    # transport's own one, and a sender thread may use it after the transport closed it.
     fd = os.dup(writer.transport.get_extra_info("socket").fileno())
     try:
         at = 0
         for offset, regions in response.splices:
             writer.write(frame[at:offset])
             await writer.drain()
-            await _sendfile(fd, regions)
+            await _sendfile(fd, regions, senders, timeout_s)
             at = offset
     finally:
         os.close(fd)
@@ -198,23 +213,34 @@ async def _send_spliced(writer: asyncio.StreamWriter, response: SplicedResponse)
     await writer.drain()
 
 
-async def _sendfile(fd: int, regions: list[FileRegion]) -> None:
-    """``regions`` to the non-blocking socket ``fd``, waiting for room when it is full."""
+async def _sendfile(
+    fd: int, regions: list[FileRegion], senders: ThreadPoolExecutor, timeout_s: float
+) -> None:
+    """``regions`` to the non-blocking socket ``fd``: what the socket takes at once is sent
+    from the event loop; the rest by a sender thread, which waits for room off the loop."""
     total = sum(r.length for r in regions)
-    loop = asyncio.get_running_loop()
-    sent = 0
-    while True:
+    sent = transfer(fd, regions, 0)
+    if sent >= total:
+        return
+    rest = asyncio.get_running_loop().run_in_executor(
+        senders, _send_rest, fd, regions, sent, total, timeout_s
+    )
+    try:
+        await asyncio.shield(rest)
+    except asyncio.CancelledError:
+        # The connection is closing: wake the sender (its socket is shut down) and let it
+        # finish before ``fd`` is closed, so it never writes to a reused descriptor.
+        with contextlib.suppress(OSError):
+            socket.socket(fileno=os.dup(fd)).shutdown(socket.SHUT_RDWR)
+        await asyncio.wait([rest])
+        raise
+
+
+def _send_rest(fd: int, regions: list[FileRegion], sent: int, total: int, timeout_s: float) -> None:
+    """Block (a sender thread, the GIL released) until ``regions`` went from ``sent`` on."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while sent < total:
+        if not poller.poll(timeout_s * 1000):
+            raise KafkaStorageError(f"the client took no bytes for {timeout_s:.0f} s")
         sent = transfer(fd, regions, sent)
-        if sent >= total:
-            return
-        writable: asyncio.Future[None] = loop.create_future()
-        loop.add_writer(fd, _settle, writable)
-        try:
-            await writable
-        finally:
-            loop.remove_writer(fd)
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

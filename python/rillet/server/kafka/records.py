@@ -4,21 +4,43 @@ response dicts. Produced record batches pass through as the bytes the client sen
 ones are never read by the broker: the response leaves their place empty and the listener
 sends them from the segment files with ``sendfile``.
 
-Fetch sessions (KIP-227) are not kept: every answer has session id 0, which tells a client
-the broker keeps no session, so it sends every partition in each request (as a Kafka broker
-out of session slots answers). Topic ids (Fetch v13+) are looked up in the metadata image;
-an unknown one is answered UNKNOWN_TOPIC_ID.
+Fetch keeps incremental fetch sessions (KIP-227) in a
+:class:`~rillet.server.kafka.fetch_sessions.FetchSessionCache`, as Kafka's broker does: a
+full fetch with session epoch 0 creates a session (its id is the answer's ``session_id``; 0
+when the cache has no room), incremental ones name only the partitions that changed and are
+answered only with those that have news, and a session error is the answer's top-level
+error code (see that module). Topic ids (Fetch v13+) are looked up in the metadata image.
+As in Kafka, a partition of an unknown topic id (UNKNOWN_TOPIC_ID), absent from the metadata
+(UNKNOWN_TOPIC_OR_PARTITION), or kept in a session under the id of a topic since deleted and
+made again (INCONSISTENT_TOPIC_ID) is answered without being read, and does not cut the
+others' long poll short; a request with nothing to read is answered at once.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rillet._core import FileRegion
 from rillet.broker.apis import BrokerApis, ProduceEntry
-from rillet.broker.replica_manager import FetchPartition, ListOffsetsPartitions
-from rillet.errors import InvalidRequestError, UnknownTopicIdError
+from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ListOffsetsPartitions
+from rillet.errors import (
+    InconsistentTopicIdError,
+    InvalidRequestError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from rillet.metadata.image import MetadataImage
+from rillet.server.kafka.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    TOPIC_ID_VERSION,
+    FetchSessionCache,
+    PartitionRequest,
+    PartitionResult,
+    TopicIdPartition,
+)
 from rillet.types import TopicPartition
 
 __all__ = ["fetch", "list_offsets", "produce"]
@@ -79,86 +101,220 @@ async def produce(apis: BrokerApis, version: int, body: Body) -> Body | None:
 # -- Fetch --------------------------------------------------------------------------------
 
 
-async def fetch(apis: BrokerApis, version: int, body: Body) -> tuple[Body, list[list[FileRegion]]]:
+async def fetch(
+    apis: BrokerApis, version: int, body: Body, sessions: FetchSessionCache
+) -> tuple[Body, list[list[FileRegion]]]:
     """The response, with each partition's non-empty record set left as its size (an int,
     for :func:`rillet._core.kafka_encode_response_spliced`), and those record sets' file
-    regions in the order they come in the response, for ``sendfile``."""
+    regions in the order they come in the response, for ``sendfile``. The request's fetch
+    session (if any) is looked up, updated or created in ``sessions``."""
     image = apis.image()
+    clock = apis.replicas.clock
     read_committed = body.get("isolation_level", 0) == READ_COMMITTED
     replica_id = body.get("replica_id", -1)
     if version >= 15:
         replica_id = (body.get("replica_state") or {}).get("replica_id", -1)
+    by_id = version >= TOPIC_ID_VERSION
+
+    def topic_name(topic_id: uuid.UUID) -> str | None:
+        known = image.topics_by_id.get(topic_id)
+        return known.name if known is not None else None
+
+    fetch_data, forgotten = _requested(body, by_id, topic_name)
+    context = sessions.new_context(
+        version,
+        body.get("session_id", INVALID_SESSION_ID),
+        body.get("session_epoch", FINAL_EPOCH),
+        replica_id >= 0,
+        fetch_data,
+        forgotten,
+        topic_name,
+        clock(),
+    )
+
+    targets = context.partitions()
     wanted: dict[TopicPartition, FetchPartition] = {}
-    # Per requested topic: its name (None for an unknown id), id, and partitions, in order.
-    topics: list[tuple[str | None, uuid.UUID, list[int]]] = []
+    reads: dict[TopicIdPartition, TopicPartition] = {}
+    unread: dict[TopicIdPartition, int] = {}  # answered with this error, without a read
+    for tp, req in targets:
+        if tp.topic is None:
+            unread[tp] = UnknownTopicIdError.code
+            continue
+        error = _unreadable(image, tp.topic, tp)
+        if error is not None:
+            unread[tp] = error
+            continue
+        reads[tp] = read = TopicPartition(tp.topic, tp.partition)
+        wanted[read] = FetchPartition(
+            req.fetch_offset,
+            req.max_bytes,
+            current_leader_epoch=_epoch(req.current_leader_epoch),
+            last_fetched_epoch=_epoch(req.last_fetched_epoch),
+            read_committed=read_committed,
+        )
+    fetched = (
+        await apis.handle_fetch(
+            wanted,
+            replica_id=replica_id,
+            max_wait_ms=body["max_wait_ms"],
+            min_bytes=body["min_bytes"],
+            max_bytes=body.get("max_bytes", 0x7FFF_FFFF),
+        )
+        if wanted
+        else {}
+    )
+
+    # Each partition's response, its record set's regions, and what the session compares.
+    parts: dict[TopicIdPartition, tuple[Body, list[FileRegion] | None]] = {}
+    results: list[tuple[TopicIdPartition, PartitionResult]] = []
+    for tp, _ in targets:
+        size = 0
+        if tp in unread:
+            part, regions = _unread(tp.partition, unread[tp]), None
+        else:
+            r = fetched[reads[tp]]
+            part, regions = _fetched(version, tp.partition, r, read_committed)
+            size = r.size
+        parts[tp] = part, regions
+        results.append(
+            (
+                tp,
+                PartitionResult(
+                    part["error_code"],
+                    part["high_watermark"],
+                    part["last_stable_offset"],
+                    part["log_start_offset"],
+                    size,
+                    "diverging_epoch" in part,
+                ),
+            )
+        )
+    answer = context.respond(results, clock())
+
+    responses, record_sets = _by_topic(answer.partitions, parts, by_id)
+    response = {
+        "error_code": answer.error_code,
+        "session_id": answer.session_id,
+        "responses": responses,
+    }
+    return response, record_sets
+
+
+def _requested(
+    body: Body, by_id: bool, topic_name: Callable[[uuid.UUID], str | None]
+) -> tuple[dict[TopicIdPartition, PartitionRequest], list[TopicIdPartition]]:
+    """A Fetch request's partitions with their parameters, and its forgotten partitions;
+    from v13 their topics are ids, named when the metadata knows them."""
+
+    def topic(t: Body) -> tuple[uuid.UUID, str | None]:
+        if by_id:
+            topic_id = t.get("topic_id") or _ZERO_UUID
+            return topic_id, topic_name(topic_id)
+        return _ZERO_UUID, t["topic"]
+
+    fetch_data: dict[TopicIdPartition, PartitionRequest] = {}
     for t in body["topics"]:
-        topic_id = t.get("topic_id") or _ZERO_UUID
-        name: str | None = t.get("topic")
-        if version >= 13:
-            known = image.topics_by_id.get(topic_id)
-            name = known.name if known is not None else None
-        partitions = []
+        topic_id, name = topic(t)
         for p in t["partitions"]:
-            partitions.append(p["partition"])
-            if name is None:
-                continue
-            leader_epoch = p.get("current_leader_epoch", -1)
-            last_fetched = p.get("last_fetched_epoch", -1)
-            wanted[TopicPartition(name, p["partition"])] = FetchPartition(
+            fetch_data[TopicIdPartition(topic_id, name, p["partition"])] = PartitionRequest(
                 p["fetch_offset"],
                 p["partition_max_bytes"],
-                current_leader_epoch=leader_epoch if leader_epoch >= 0 else None,
-                last_fetched_epoch=last_fetched if last_fetched >= 0 else None,
-                read_committed=read_committed,
+                p.get("log_start_offset", -1),
+                p.get("current_leader_epoch", -1),
+                p.get("last_fetched_epoch", -1),
             )
-        topics.append((name, topic_id, partitions))
-    results = await apis.handle_fetch(
-        wanted,
-        replica_id=replica_id,
-        max_wait_ms=body["max_wait_ms"],
-        min_bytes=body["min_bytes"],
-        max_bytes=body.get("max_bytes", 0x7FFF_FFFF),
-    )
+    forgotten = [
+        TopicIdPartition(*topic(t), index)
+        for t in body.get("forgotten_topics_data") or ()
+        for index in t["partitions"]
+    ]
+    return fetch_data, forgotten
+
+
+def _by_topic(
+    answered: list[TopicIdPartition],
+    parts: Mapping[TopicIdPartition, tuple[Body, list[FileRegion] | None]],
+    by_id: bool,
+) -> tuple[list[Body], list[list[FileRegion]]]:
+    """The answered partitions' responses grouped by topic (in the order topics first come),
+    and their record sets' regions in the same order."""
+    grouped: dict[uuid.UUID | str | None, list[TopicIdPartition]] = {}
+    for tp in answered:
+        grouped.setdefault(tp.topic_id if by_id else tp.topic, []).append(tp)
     responses = []
     record_sets: list[list[FileRegion]] = []
-    for name, topic_id, partitions in topics:
-        out = []
-        for index in partitions:
-            if name is None:
-                unknown = UnknownTopicIdError(f"no topic has the id {topic_id}")
-                out.append({"partition_index": index, "error_code": unknown.code})
-                continue
-            r = results[TopicPartition(name, index)]
-            data = r.data
-            aborted = None
-            if read_committed and data is not None and data.aborted_transactions is not None:
-                aborted = [
-                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
-                    for a in data.aborted_transactions
-                ]
-            part: Body = {
-                "partition_index": index,
-                "error_code": _code(r.error),
-                "high_watermark": r.high_watermark,
-                "last_stable_offset": r.last_stable_offset,
-                "log_start_offset": r.log_start_offset,
-                "aborted_transactions": aborted,
-                "records": b"",
-            }
-            if data is not None and data.size:
-                part["records"] = data.size
-                record_sets.append(data.regions)
-            if r.diverging_epoch is not None and version >= 12:
-                epoch, end_offset = r.diverging_epoch
-                part["diverging_epoch"] = {"epoch": epoch, "end_offset": end_offset}
-            out.append(part)
-        topic: Body = {"partitions": out}
-        if version >= 13:
-            topic["topic_id"] = topic_id
+    for tps in grouped.values():
+        for tp in tps:
+            regions = parts[tp][1]
+            if regions is not None:
+                record_sets.append(regions)
+        out: Body = {"partitions": [parts[tp][0] for tp in tps]}
+        if by_id:
+            out["topic_id"] = tps[0].topic_id
         else:
-            topic["topic"] = name
-        responses.append(topic)
-    return {"error_code": 0, "session_id": 0, "responses": responses}, record_sets
+            out["topic"] = tps[0].topic
+        responses.append(out)
+    return responses, record_sets
+
+
+def _unreadable(image: MetadataImage, topic: str, tp: TopicIdPartition) -> int | None:
+    """The error a partition of a known topic is answered with before any read (Kafka's
+    ``KafkaApis`` and ``ReplicaManager`` checks), or None to read it: a partition the
+    metadata does not have, or a session's topic id that is no longer its name's (the topic
+    was deleted and made again)."""
+    if image.partition(topic, tp.partition) is None:
+        return UnknownTopicOrPartitionError.code
+    if tp.topic_id != _ZERO_UUID and image.topic_ids.get(topic) != tp.topic_id:
+        return InconsistentTopicIdError.code
+    return None
+
+
+def _epoch(epoch: int) -> int | None:
+    return epoch if epoch >= 0 else None
+
+
+def _unread(index: int, error_code: int) -> Body:
+    """A partition answered without a read (Kafka's ``FetchResponse.partitionResponse``)."""
+    return {
+        "partition_index": index,
+        "error_code": error_code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "records": b"",
+    }
+
+
+def _fetched(
+    version: int, index: int, r: FetchedPartition, read_committed: bool
+) -> tuple[Body, list[FileRegion] | None]:
+    """A read partition's response, with its record set's size in place of the records and
+    its regions (None when it has none)."""
+    data = r.data
+    aborted = None
+    if read_committed and data is not None and data.aborted_transactions is not None:
+        aborted = [
+            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+            for a in data.aborted_transactions
+        ]
+    part: Body = {
+        "partition_index": index,
+        "error_code": _code(r.error),
+        "high_watermark": r.high_watermark,
+        "last_stable_offset": r.last_stable_offset,
+        "log_start_offset": r.log_start_offset,
+        "aborted_transactions": aborted,
+        "records": b"",
+    }
+    regions = None
+    if data is not None and data.size:
+        part["records"] = data.size
+        regions = data.regions
+    if r.diverging_epoch is not None and version >= 12:
+        epoch, end_offset = r.diverging_epoch
+        part["diverging_epoch"] = {"epoch": epoch, "end_offset": end_offset}
+    return part, regions
 
 
 # -- ListOffsets --------------------------------------------------------------------------
@@ -181,6 +337,7 @@ def list_offsets(apis: BrokerApis, version: int, body: Body) -> Body:
                 "name": t["name"],
                 "partitions": [
                     _listed(
+                        version,
                         p["partition_index"],
                         results[TopicPartition(t["name"], p["partition_index"])],
                     )
@@ -192,11 +349,13 @@ def list_offsets(apis: BrokerApis, version: int, body: Body) -> Body:
     }
 
 
-def _listed(index: int, r: Any) -> Body:
-    return {
+def _listed(version: int, index: int, r: Any) -> Body:
+    out: Body = {
         "partition_index": index,
         "error_code": _code(r.error),
         "timestamp": r.timestamp,
         "offset": r.offset,
-        "leader_epoch": r.leader_epoch,
     }
+    if version >= 4:
+        out["leader_epoch"] = r.leader_epoch
+    return out
