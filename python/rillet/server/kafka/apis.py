@@ -51,8 +51,18 @@ REQUEST_HEADER_MIN_BYTES = _HEADER_START.size
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+# Versions Kafka 4.0 made stable that the vendored schemas (trunk after 3.9) still mark
+# unstable, so kafka_api_versions() leaves them out; the codec reads them all the same.
+# ConsumerGroupHeartbeat v1 (KIP-848's regex subscriptions) is the version librdkafka 2.x
+# and Kafka 4's Java client send.
+_STABLE_SINCE_KAFKA_4 = {68: 1}
+
+
 def _schema_versions() -> dict[int, tuple[int, int]]:
-    return {k: (lo, hi) for k, lo, hi in _core.kafka_api_versions()}
+    return {
+        k: (lo, max(hi, _STABLE_SINCE_KAFKA_4.get(k, hi)))
+        for k, lo, hi in _core.kafka_api_versions()
+    }
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,17 @@
 """FindCoordinator, the classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
-and OffsetCommit/OffsetFetch over Kafka's protocol: request dicts to the group coordinator's
-messages (:mod:`rillet.coordinator.group.messages`, the same state machine the gRPC API
-drives) and its answers back to response dicts. What a request's version says about the
-client is passed on: JoinGroup v4+ clients take MEMBER_ID_REQUIRED, v9+ know
-``skip_assignment`` (KIP-814)."""
+and OffsetCommit/OffsetFetch/TxnOffsetCommit over Kafka's protocol: request dicts to the
+group coordinator's messages (:mod:`rillet.coordinator.group.messages`, the same state
+machine the gRPC API drives) and its answers back to response dicts. What a request's version
+says about the client is passed on: JoinGroup v4+ clients take MEMBER_ID_REQUIRED, v9+ know
+``skip_assignment`` (KIP-814).
+
+Offsets serve KIP-848 members as well as classic ones: OffsetCommit v9 carries a consumer
+group member's epoch in ``generation_id_or_member_epoch`` (checked by the coordinator:
+UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), OffsetFetch v8+ asks for several groups and v9 names
+the member and its epoch. These schemas' OffsetCommit/OffsetFetch name topics, not topic ids
+(topic ids come with Kafka's v10). KIP-848 heartbeats and the group admin requests are
+:mod:`rillet.server.kafka.consumer_groups`.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +21,19 @@ from rillet.broker.coordinator_lookup import find_coordinator
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.coordinator.group import messages as m
+from rillet.coordinator.group.consumer_group import ConsumerGroup
 from rillet.coordinator.group.offsets import error_commit_response
+from rillet.coordinator.group.results import CoordinatorResult
+from rillet.coordinator.group.shard import GroupCoordinatorShard
 from rillet.coordinator.group.txn_offsets import error_txn_commit_response
-from rillet.errors import KafkaError
+from rillet.errors import (
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
+from rillet.metadata.image import MetadataImage
 from rillet.server.kafka.request import Body, KafkaRequest, Served
 
 __all__ = ["KafkaGroups"]
@@ -46,8 +64,8 @@ class KafkaGroups:
             14: Served(0, 5, self.sync_group),  # SyncGroup
             12: Served(0, 4, self.heartbeat),  # Heartbeat
             13: Served(0, 5, self.leave_group),  # LeaveGroup
-            8: Served(2, 8, self.offset_commit),  # OffsetCommit
-            9: Served(1, 7, self.offset_fetch),  # OffsetFetch
+            8: Served(2, 9, self.offset_commit),  # OffsetCommit
+            9: Served(1, 9, self.offset_fetch),  # OffsetFetch
             28: Served(0, 3, self.txn_offset_commit),  # TxnOffsetCommit
         }
 
@@ -178,8 +196,10 @@ class KafkaGroups:
             lambda e: m.LeaveGroupResponse(error=e),
         )
         error = response.error
-        if version < 3 and error is None:
-            error = next((x.error for x in response.members if x.error is not None), None)
+        if version < 3:  # one member, no list
+            if error is None:
+                error = next((x.error for x in response.members if x.error is not None), None)
+            return {"error_code": _code(error)}
         return {
             "error_code": _code(error),
             "members": [
@@ -195,20 +215,46 @@ class KafkaGroups:
     # -- offsets ------------------------------------------------------------------------------
 
     async def offset_commit(self, req: KafkaRequest) -> Body:
-        body = req.body
+        """Partitions the metadata does not have are answered UNKNOWN_TOPIC_OR_PARTITION
+        without asking the coordinator, as Kafka does. Before v9 (the first version a
+        KIP-848 member may use), a member of a consumer group gets UNSUPPORTED_VERSION and
+        a commit with a generation to a group that does not exist ILLEGAL_GENERATION (v9+:
+        GROUP_ID_NOT_FOUND), as Kafka answers them."""
+        version, body = req.version, req.body
+        known, unknown = _split_known(self.groups.image, body["topics"])
         r = m.OffsetCommitRequest(
             group_id=body["group_id"],
-            topics=_commit_topics(body["topics"]),
+            topics=_commit_topics(known),
             generation_id_or_member_epoch=body.get("generation_id_or_member_epoch", -1),
             member_id=body.get("member_id", ""),
             group_instance_id=body.get("group_instance_id"),
         )
-        response = await self.groups.run(
-            r.group_id,
-            lambda shard, now: shard.commit_offsets(r, now),
-            lambda e: error_commit_response(r, e),
-        )
-        return {"topics": _partition_errors(response.topics)}
+
+        def commit(
+            shard: GroupCoordinatorShard, now: int
+        ) -> CoordinatorResult[m.OffsetCommitResponse]:
+            group = shard.state.groups.get(r.group_id)
+            if version < 9 and isinstance(group, ConsumerGroup) and r.member_id in group.members:
+                error = UnsupportedVersionError(
+                    "OffsetCommit version 9 or above must be used by members using the "
+                    "modern group protocol"
+                )
+                return CoordinatorResult(response=error_commit_response(r, error))
+            return shard.commit_offsets(r, now)
+
+        committed: tuple[m.TopicPartitionErrors, ...] = ()
+        if r.topics:
+            response = await self.groups.run(
+                r.group_id, commit, lambda e: error_commit_response(r, e)
+            )
+            committed = response.topics
+        out = _merged_partition_errors(committed, unknown, body["topics"])
+        if version < 9:
+            for t in out:
+                for p in t["partitions"]:
+                    if p["error_code"] == GroupIdNotFoundError.code:
+                        p["error_code"] = IllegalGenerationError.code
+        return {"topics": out}
 
     async def txn_offset_commit(self, req: KafkaRequest) -> Body:
         body = req.body
@@ -230,40 +276,43 @@ class KafkaGroups:
         return {"topics": _partition_errors(response.topics)}
 
     async def offset_fetch(self, req: KafkaRequest) -> Body:
+        """v1-7 fetch one group's offsets, v8+ several groups' (each run on its shard);
+        v9 adds the KIP-848 member's id and epoch, checked by the coordinator
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH) when given. A group that does not exist
+        has no offsets (-1), as in Kafka."""
         version, body = req.version, req.body
+        require_stable = bool(body.get("require_stable", False))
+        if version >= 8:
+            groups = []
+            for g in body["groups"]:
+                response = await self._fetch(
+                    m.OffsetFetchRequest(
+                        group_id=g["group_id"],
+                        topics=_fetch_topics(g.get("topics")),
+                        member_id=g.get("member_id"),
+                        member_epoch=g.get("member_epoch", -1),
+                        require_stable=require_stable,
+                    )
+                )
+                groups.append(
+                    {
+                        "group_id": response.group_id,
+                        "topics": [] if response.error else _fetched_topics(response.topics),
+                        "error_code": _code(response.error),
+                    }
+                )
+            return {"groups": groups}
         topics = body.get("topics")
-        r = m.OffsetFetchRequest(
-            group_id=body["group_id"],
-            topics=None
-            if topics is None
-            else tuple(
-                m.TopicPartitionIndexes(t["name"], tuple(t["partition_indexes"])) for t in topics
-            ),
-            require_stable=bool(body.get("require_stable", False)),
-        )
-        response = await self.groups.run(
-            r.group_id,
-            lambda shard, now: shard.fetch_offsets(r),
-            lambda e: m.OffsetFetchResponse(r.group_id, error=e),
+        response = await self._fetch(
+            m.OffsetFetchRequest(
+                group_id=body["group_id"],
+                topics=_fetch_topics(topics),
+                require_stable=require_stable,
+            )
         )
         # Before v2 a group-level error goes to every partition asked.
         group_error = response.error if version < 2 else None
-        topics_out = [
-            {
-                "name": t.name,
-                "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "committed_offset": p.committed_offset,
-                        "committed_leader_epoch": p.committed_leader_epoch,
-                        "metadata": p.metadata,
-                        "error_code": _code(p.error or group_error),
-                    }
-                    for p in t.partitions
-                ],
-            }
-            for t in response.topics
-        ]
+        topics_out = _fetched_topics(response.topics, group_error)
         if group_error is not None and topics is not None and not response.topics:
             topics_out = [
                 {
@@ -282,6 +331,59 @@ class KafkaGroups:
         if version < 2:
             return {"topics": topics_out}
         return {"error_code": _code(response.error), "topics": topics_out}
+
+    async def _fetch(self, r: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
+        return await self.groups.run(
+            r.group_id,
+            lambda shard, now: shard.fetch_offsets(r),
+            lambda e: m.OffsetFetchResponse(r.group_id, error=e),
+        )
+
+
+def _fetch_topics(topics: list[Body] | None) -> tuple[m.TopicPartitionIndexes, ...] | None:
+    if topics is None:
+        return None
+    return tuple(m.TopicPartitionIndexes(t["name"], tuple(t["partition_indexes"])) for t in topics)
+
+
+def _fetched_topics(
+    topics: tuple[m.OffsetFetchResponseTopic, ...], group_error: KafkaError | None = None
+) -> list[Body]:
+    return [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "committed_offset": p.committed_offset,
+                    "committed_leader_epoch": p.committed_leader_epoch,
+                    "metadata": p.metadata,
+                    "error_code": _code(p.error or group_error),
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in topics
+    ]
+
+
+def _split_known(
+    image: MetadataImage, topics: list[Body]
+) -> tuple[list[Body], list[tuple[str, int]]]:
+    """The topics' partitions the metadata has, and (topic, partition) of those it has not."""
+    known: list[Body] = []
+    unknown: list[tuple[str, int]] = []
+    for t in topics:
+        topic = image.topic(t["name"])
+        present = []
+        for p in t["partitions"]:
+            if topic is not None and p["partition_index"] in topic.partitions:
+                present.append(p)
+            else:
+                unknown.append((t["name"], p["partition_index"]))
+        if present:
+            known.append({**t, "partitions": present})
+    return known, unknown
 
 
 def _commit_topics(topics: list[Body]) -> tuple[m.OffsetCommitRequestTopic, ...]:
@@ -313,3 +415,23 @@ def _partition_errors(topics: tuple[m.TopicPartitionErrors, ...]) -> list[Body]:
         }
         for t in topics
     ]
+
+
+def _merged_partition_errors(
+    answered: tuple[m.TopicPartitionErrors, ...],
+    unknown: list[tuple[str, int]],
+    requested: list[Body],
+) -> list[Body]:
+    """The coordinator's answers and UNKNOWN_TOPIC_OR_PARTITION for ``unknown``, one entry
+    per topic, in the request's order."""
+    by_topic: dict[str, list[Body]] = {t["name"]: [] for t in requested}
+    for name, index in unknown:
+        by_topic[name].append(
+            {"partition_index": index, "error_code": UnknownTopicOrPartitionError.code}
+        )
+    for t in answered:
+        by_topic.setdefault(t.name, []).extend(
+            {"partition_index": p.partition_index, "error_code": _code(p.error)}
+            for p in t.partitions
+        )
+    return [{"name": name, "partitions": ps} for name, ps in by_topic.items() if ps]

@@ -1,0 +1,345 @@
+"""Kafka's server-driven consumer group protocol (KIP-848: ConsumerGroupHeartbeat,
+ConsumerGroupDescribe) and the group admin requests (ListGroups, DescribeGroups,
+DeleteGroups, OffsetDelete) over Kafka's protocol: request dicts to the group coordinator's
+messages (:mod:`rillet.coordinator.group.messages`) run exactly as the gRPC group service
+runs them (:mod:`rillet.server.grpc.group`), and the answers back to response dicts.
+
+Served versions and what differs from a Kafka 4.0 broker:
+
+- **ConsumerGroupHeartbeat** (68) v0-1. v0 members join with an empty member id and are
+  given one; v1 members make their own (KIP-1082), so an empty one is INVALID_REQUEST
+  ("MemberId can't be empty."), after the coordinator checks (NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS) as in Kafka. Errors carry Kafka's message. Member epochs,
+  server-side assignors (``group.consumer.assignors``), topic regexes (v1; Python's ``re``
+  rather than Java's RE2J) and leaving with epoch -1 / -2 are the coordinator's
+  (:mod:`rillet.coordinator.group.consumer_heartbeat`).
+- **ConsumerGroupDescribe** (69) v0: KIP-848 groups; GROUP_ID_NOT_FOUND for anything else,
+  which is how clients know to fall back to DescribeGroups. As Kafka, a topic no longer in
+  the metadata is left out of the assignments (its name is unknown).
+- **DescribeGroups** (15) v0-5: classic groups, members' metadata and assignment only while
+  Stable; a group that does not exist or is a KIP-848 group is Dead with no error (Kafka
+  answers GROUP_ID_NOT_FOUND only from v6, which the schemas here do not have).
+- **ListGroups** (16) v0-5: every group of every ``__consumer_offsets`` partition this
+  broker has loaded, filtered by state (v4+, case-insensitive) and type (v5+). A partition
+  still loading is left out, where Kafka fails the whole answer with
+  COORDINATOR_LOAD_IN_PROGRESS (the coordinator does not say which partitions are loading).
+- **DeleteGroups** (42) v0-2: empty groups with their offsets; NON_EMPTY_GROUP,
+  GROUP_ID_NOT_FOUND.
+- **OffsetDelete** (47) v0: as Kafka, a partition of a topic the metadata does not have is
+  answered UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, and a group-level
+  error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) is the top-level error with no topics.
+
+With no authorizer, ``authorized_operations`` (when asked for) are every operation Kafka
+supports on a group, as a Kafka broker without an authorizer answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from rillet.broker.group_coordinator import GroupCoordinator
+from rillet.coordinator.group import messages as m
+from rillet.coordinator.group.results import CoordinatorResult
+from rillet.coordinator.group.shard import GroupCoordinatorShard
+from rillet.errors import InvalidRequestError, KafkaError, NotCoordinatorError
+from rillet.server.kafka.request import Body, KafkaRequest, Served
+
+__all__ = ["GROUP_AUTHORIZED_OPERATIONS", "KafkaConsumerGroups"]
+
+R = TypeVar("R")
+
+# Kafka's AclOperation codes: READ 3, DELETE 6, DESCRIBE 8, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, what AclEntry.supportedOperations(GROUP) lists, as a bit field.
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+# The schemas' default: authorized operations not asked for.
+_NO_AUTHORIZED_OPERATIONS = -(2**31)
+
+_STABLE = "Stable"
+
+
+def _code(err: KafkaError | None) -> int:
+    return err.code if err is not None else 0
+
+
+def _error_message(err: KafkaError | None) -> str | None:
+    """An error's message as Kafka sends it: the exception's own, else the error's
+    description (what ``Errors.X.exception()`` carries); None for no error."""
+    if err is None:
+        return None
+    return err.message or " ".join((type(err).__doc__ or err.name).split())
+
+
+class KafkaConsumerGroups:
+    """KIP-848 heartbeats and the group admin requests of one broker (see the module doc)."""
+
+    def __init__(self, groups: GroupCoordinator) -> None:
+        self.groups = groups
+
+    def served(self) -> dict[int, Served]:
+        return {
+            15: Served(0, 5, self.describe_groups),  # DescribeGroups
+            16: Served(0, 5, self.list_groups),  # ListGroups
+            42: Served(0, 2, self.delete_groups),  # DeleteGroups
+            47: Served(0, 0, self.offset_delete),  # OffsetDelete
+            68: Served(0, 1, self.consumer_group_heartbeat),  # ConsumerGroupHeartbeat
+            69: Served(0, 0, self.consumer_group_describe),  # ConsumerGroupDescribe
+        }
+
+    async def _per_group(
+        self,
+        group_ids: Iterable[str],
+        operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]],
+        on_error: Callable[[str, KafkaError], R],
+    ) -> list[R]:
+        """A request naming several groups: each is run on its own shard (a group named
+        twice is answered once)."""
+        out: list[R] = []
+        for g in dict.fromkeys(group_ids):
+            answer: list[R] = await self.groups.run(
+                g, _bind(operation, g), _bind_error(on_error, g)
+            )
+            out.extend(answer)
+        return out
+
+    # -- KIP-848 ------------------------------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, req: KafkaRequest) -> Body:
+        version, body = req.version, req.body
+        names = body.get("subscribed_topic_names")
+        owned = body.get("topic_partitions")
+        r = m.ConsumerGroupHeartbeatRequest(
+            group_id=body["group_id"],
+            member_id=body["member_id"],
+            member_epoch=body["member_epoch"],
+            instance_id=body.get("instance_id"),
+            rack_id=body.get("rack_id"),
+            rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1),
+            subscribed_topic_names=None if names is None else tuple(names),
+            subscribed_topic_regex=body.get("subscribed_topic_regex"),
+            server_assignor=body.get("server_assignor"),
+            topic_partitions=None
+            if owned is None
+            else tuple(
+                m.OwnedTopicPartitions(t["topic_id"], tuple(t["partitions"])) for t in owned
+            ),
+            client_id=req.client[0],
+            client_host=req.client[1],
+        )
+
+        def heartbeat(
+            shard: GroupCoordinatorShard, now: int
+        ) -> CoordinatorResult[m.ConsumerGroupHeartbeatResponse]:
+            if version >= 1 and not r.member_id.strip():
+                # KIP-1082: from v1 the member makes its own id (Kafka checks it first
+                # thing on the group's shard).
+                error = InvalidRequestError("MemberId can't be empty.")
+                return CoordinatorResult(response=m.ConsumerGroupHeartbeatResponse(error=error))
+            return shard.consumer_group_heartbeat(r, now)
+
+        response = await self.groups.run(
+            r.group_id, heartbeat, lambda e: m.ConsumerGroupHeartbeatResponse(error=e)
+        )
+        return {
+            "error_code": _code(response.error),
+            "error_message": _error_message(response.error),
+            "member_id": response.member_id,
+            "member_epoch": response.member_epoch,
+            "heartbeat_interval_ms": response.heartbeat_interval_ms,
+            "assignment": None
+            if response.assignment is None
+            else {
+                "topic_partitions": [
+                    {"topic_id": a.topic_id, "partitions": sorted(a.partitions)}
+                    for a in response.assignment
+                ]
+            },
+        }
+
+    async def consumer_group_describe(self, req: KafkaRequest) -> Body:
+        body = req.body
+        described = await self._per_group(
+            body["group_ids"],
+            lambda shard, g: shard.consumer_group_describe([g]),
+            lambda g, e: m.ConsumerGroupDescribeResult(g, e),
+        )
+        with_operations = bool(body.get("include_authorized_operations", False))
+        return {"groups": [_described_consumer_group(d, with_operations) for d in described]}
+
+    # -- classic groups and every group ---------------------------------------------------------
+
+    async def describe_groups(self, req: KafkaRequest) -> Body:
+        version, body = req.version, req.body
+        described = await self._per_group(
+            body["groups"],
+            lambda shard, g: shard.describe_groups([g]),
+            lambda g, e: m.DescribedGroup(g, "", error=e),
+        )
+        with_operations = version >= 3 and bool(body.get("include_authorized_operations"))
+        out = []
+        for d in described:
+            stable = d.group_state == _STABLE
+            group: Body = {
+                "error_code": _code(d.error),
+                "group_id": d.group_id,
+                "group_state": d.group_state,
+                "protocol_type": d.protocol_type,
+                "protocol_data": d.protocol_data,
+                "members": [
+                    {
+                        "member_id": x.member_id,
+                        "group_instance_id": x.group_instance_id,
+                        "client_id": x.client_id,
+                        "client_host": x.client_host,
+                        "member_metadata": x.member_metadata,
+                        # Kafka's describeNoMetadata: no assignment outside Stable either.
+                        "member_assignment": x.member_assignment if stable else b"",
+                    }
+                    for x in d.members
+                ],
+            }
+            if with_operations and d.group_id:
+                group["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS
+            out.append(group)
+        return {"groups": out}
+
+    async def list_groups(self, req: KafkaRequest) -> Body:
+        version, body = req.version, req.body
+        states: list[str] = list(body.get("states_filter") or ()) if version >= 4 else []
+        types: list[str] = list(body.get("types_filter") or ()) if version >= 5 else []
+        answers = await self.groups.run_on_all(lambda shard, now: shard.list_groups(states, types))
+        # A shard unloaded meanwhile has nothing to list here (Kafka skips NOT_COORDINATOR);
+        # another refusal is the answer's error.
+        error = next(
+            (
+                a.error
+                for a in answers
+                if a.error is not None and not isinstance(a.error, NotCoordinatorError)
+            ),
+            None,
+        )
+        if error is not None:
+            return {"error_code": error.code, "groups": []}
+        listed = sorted((g for a in answers for g in a.groups), key=lambda g: g.group_id)
+        return {
+            "error_code": 0,
+            "groups": [
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "group_state": g.group_state,
+                    "group_type": g.group_type,
+                }
+                for g in listed
+            ],
+        }
+
+    async def delete_groups(self, req: KafkaRequest) -> Body:
+        results = await self._per_group(
+            req.body["groups_names"],
+            lambda shard, g: shard.delete_groups([g]),
+            lambda g, e: m.DeletableGroupResult(g, e),
+        )
+        return {
+            "results": [{"group_id": x.group_id, "error_code": _code(x.error)} for x in results]
+        }
+
+    async def offset_delete(self, req: KafkaRequest) -> Body:
+        body = req.body
+        group_id = body["group_id"]
+        image = self.groups.image
+        known: list[m.TopicPartitionIndexes] = []
+        unknown: list[tuple[str, int]] = []
+        for t in body["topics"]:
+            topic = image.topic(t["name"])
+            indexes = [p["partition_index"] for p in t["partitions"]]
+            present = tuple(i for i in indexes if topic is not None and i in topic.partitions)
+            unknown += [(t["name"], i) for i in indexes if i not in present]
+            if present:
+                known.append(m.TopicPartitionIndexes(t["name"], present))
+        r = m.OffsetDeleteRequest(group_id, tuple(known))
+        response = await self.groups.run(
+            group_id,
+            lambda shard, now: shard.delete_offsets(r),
+            lambda e: m.OffsetDeleteResponse(error=e),
+        )
+        if response.error is not None:
+            return {"error_code": response.error.code, "topics": []}
+        errors: dict[str, list[Body]] = {}
+        for name, index in unknown:
+            errors.setdefault(name, []).append({"partition_index": index, "error_code": 3})
+        for rt in response.topics:
+            errors.setdefault(rt.name, []).extend(
+                {"partition_index": p.partition_index, "error_code": _code(p.error)}
+                for p in rt.partitions
+            )
+        return {
+            "error_code": 0,
+            "topics": [{"name": name, "partitions": ps} for name, ps in errors.items()],
+        }
+
+
+def _bind(
+    operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]], group_id: str
+) -> Callable[[GroupCoordinatorShard, int], CoordinatorResult[list[R]]]:
+    return lambda shard, now: operation(shard, group_id)
+
+
+def _bind_error(
+    on_error: Callable[[str, KafkaError], R], group_id: str
+) -> Callable[[KafkaError], list[R]]:
+    return lambda e: [on_error(group_id, e)]
+
+
+def _described_consumer_group(d: m.ConsumerGroupDescribeResult, with_operations: bool) -> Body:
+    if d.error is not None:
+        # Kafka answers a group it cannot describe with the error alone.
+        return {
+            "error_code": d.error.code,
+            "error_message": _error_message(d.error),
+            "group_id": d.group_id,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+        }
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "group_id": d.group_id,
+        "group_state": d.group_state,
+        "group_epoch": d.group_epoch,
+        "assignment_epoch": d.assignment_epoch,
+        "assignor_name": d.assignor_name,
+        "members": [
+            {
+                "member_id": x.member_id,
+                "instance_id": x.instance_id,
+                "rack_id": x.rack_id,
+                "member_epoch": x.member_epoch,
+                "client_id": x.client_id,
+                "client_host": x.client_host,
+                "subscribed_topic_names": list(x.subscribed_topic_names),
+                "subscribed_topic_regex": x.subscribed_topic_regex,
+                "assignment": _assignment(x.assignment),
+                "target_assignment": _assignment(x.target_assignment),
+            }
+            for x in d.members
+        ],
+        "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
+        if with_operations
+        else _NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _assignment(parts: Sequence[m.AssignedTopicPartitions]) -> Body:
+    """Topics by id and name; a topic whose name is unknown (deleted) is left out, as Kafka
+    leaves out a topic missing from its metadata image."""
+    return {
+        "topic_partitions": [
+            {"topic_id": t.topic_id, "topic_name": t.topic_name, "partitions": sorted(t.partitions)}
+            for t in parts
+            if t.topic_name is not None
+        ]
+    }
