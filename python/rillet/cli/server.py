@@ -3,7 +3,8 @@
 
 With no config file the embedded default runs: one node in combined mode (broker and
 controller), Kafka's protocol on localhost:9092, Rillet's gRPC API on :9094, the controller
-on :9093, data in a per-user directory, formatted on first start. With a config file the log dirs must already be formatted (``rillet storage format``).
+on :9093, data in a per-user directory, formatted on first start. With a config file the
+log dirs must already be formatted (``rillet storage format``).
 SIGTERM or Ctrl-C shuts down cleanly; ``kill -9`` is recovered from at the next start.
 """
 

@@ -68,7 +68,9 @@ from rillet.server.grpc.listener import GrpcListener, broker_listener, controlle
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
+from rillet.server.kafka.admin import KafkaAdmin
 from rillet.server.kafka.apis import KafkaApis
+from rillet.server.kafka.consumer_groups import KafkaConsumerGroups
 from rillet.server.kafka.groups import KafkaGroups
 from rillet.server.kafka.listener import KafkaListener
 from rillet.server.kafka.transactions import KafkaTransactions
@@ -422,11 +424,16 @@ class RilletServer:
                         self.apis,
                         [
                             KafkaGroups(self.groups, self.transactions),
+                            KafkaConsumerGroups(self.groups),
                             KafkaTransactions(self.producer_ids, self.transactions),
+                            KafkaAdmin(self.apis, self.transactions),
                         ],
+                        fetch_session_cache_slots=cfg["max.incremental.fetch.session.cache.slots"],
                     ),
                     max_request_bytes=cfg.socket_request_max_bytes,
                     idle_ms=cfg["connections.max.idle.ms"],
+                    network_threads=cfg.num_network_threads,
+                    grpc_address=self._grpc_address(),
                 )
                 await self._listen(kafka, cfg.kafka_listeners)
         if cfg.is_controller and cfg.controller_listeners:
@@ -439,6 +446,16 @@ class RilletServer:
         await listener.start(endpoints)
         self.bound.update(listener.bound)
         self.listeners.append(listener)
+
+    def _grpc_address(self) -> tuple[str, int] | None:
+        """Where this broker's first gRPC listener is bound (the Kafka listener relays gRPC
+        clients there)."""
+        for ep in self.config.grpc_listeners:
+            port = self.bound.get(ep.listener_name)
+            if port is not None:
+                wildcard = ep.host in ("", "0.0.0.0", "::")
+                return ("127.0.0.1" if wildcard else ep.host), port
+        return None
 
     def _endpoints(self) -> list[BrokerEndpoint]:
         """The advertised broker endpoints, with the ports actually bound."""

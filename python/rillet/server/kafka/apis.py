@@ -108,7 +108,7 @@ class KafkaApis:
         }
 
     async def handle(
-        self, frame: bytes, listener_name: str, peer_host: str = ""
+        self, frame: bytes | bytearray, listener_name: str, peer_host: str = ""
     ) -> bytes | SplicedResponse | None:
         """The response frame to ``frame`` (a request without its size prefix): empty when
         the request takes no answer, None to close the connection; a Fetch answer comes

@@ -38,6 +38,7 @@ from rillet._core import FileRegion, transfer
 from rillet.config.listeners import Endpoint
 from rillet.errors import KafkaStorageError
 from rillet.server.kafka.apis import REQUEST_HEADER_MIN_BYTES, KafkaApis, SplicedResponse
+from rillet.server.kafka.framing import BadFrameSize, FrameProtocol
 
 __all__ = ["KafkaListener"]
 
@@ -73,10 +74,11 @@ class KafkaListener:
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self, endpoints: Sequence[Endpoint]) -> None:
+        loop = asyncio.get_running_loop()
         for ep in endpoints:
             try:
-                server = await asyncio.start_server(
-                    functools.partial(self._serve, ep.listener_name),
+                server = await loop.create_server(
+                    functools.partial(self._protocol, ep.listener_name),
                     host=ep.host or None,
                     port=ep.port,
                 )
@@ -84,6 +86,19 @@ class KafkaListener:
                 raise KafkaStorageError(f"cannot bind listener {ep}: {e}") from e
             self._servers.append(server)
             self.bound[ep.listener_name] = server.sockets[0].getsockname()[1]
+
+    def _protocol(self, listener_name: str) -> FrameProtocol:
+        def serve(protocol: FrameProtocol) -> None:
+            task = asyncio.get_running_loop().create_task(self._serve(listener_name, protocol))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+        return FrameProtocol(
+            REQUEST_HEADER_MIN_BYTES,
+            self.max_request_bytes,
+            serve,
+            _HTTP2_PREFACE_START if self.grpc_address is not None else None,
+        )
 
     async def stop(self, grace_s: float | None) -> None:
         for server in self._servers:
@@ -98,12 +113,9 @@ class KafkaListener:
         self._servers.clear()
         self._senders.shutdown(wait=False, cancel_futures=True)
 
-    async def _serve(
-        self, listener_name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
+    async def _serve(self, listener_name: str, protocol: FrameProtocol) -> None:
+        writer = protocol.writer
+        assert writer is not None
         # drain() waits until the socket took everything: a record set sent with sendfile
         # must not overtake bytes still in the transport's buffer.
         writer.transport.set_write_buffer_limits(high=0)
@@ -112,23 +124,22 @@ class KafkaListener:
         try:
             while True:
                 async with asyncio.timeout(self.idle_s):
-                    prefix = await reader.readexactly(4)
-                if prefix == _HTTP2_PREFACE_START and self.grpc_address is not None:
-                    await _relay(prefix, reader, writer, self.grpc_address)
+                    frame = await protocol.next()
+                if frame is None:
+                    if protocol.relay is not None and self.grpc_address is not None:
+                        await _relay(protocol.relay, writer, self.grpc_address)
                     return
-                size = int.from_bytes(prefix, "big", signed=True)
-                if not REQUEST_HEADER_MIN_BYTES <= size <= self.max_request_bytes:
+                if isinstance(frame, BadFrameSize):
                     _log.warning(
                         "closing the connection from %s on %s: a frame of %d bytes (at least "
                         "%d and at most socket.request.max.bytes=%d)",
                         peer,
                         listener_name,
-                        size,
+                        frame.size,
                         REQUEST_HEADER_MIN_BYTES,
                         self.max_request_bytes,
                     )
                     return
-                frame = await reader.readexactly(size)
                 response = await self.apis.handle(frame, listener_name, host)
                 if response is None:
                     return
@@ -137,33 +148,24 @@ class KafkaListener:
                 elif response:
                     writer.write(response)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
-            return  # the client went away mid-frame, or was idle too long
+        except (ConnectionError, TimeoutError):
+            return  # the client went away, or was idle too long
         except KafkaStorageError as e:
             # sendfile failed (the client went away, or a segment shrank under the read):
             # part of a response is on the wire, so the connection cannot go on.
             _log.info("closing the connection from %s on %s: %s", peer, listener_name, e)
         except asyncio.CancelledError:
-            # The listener is stopping. Not re-raised: asyncio's stream server reads a
-            # connection task's exception() when it ends, which a cancelled task raises.
-            return
+            return  # the listener is stopping
         except Exception:  # a bug: close this connection, keep serving the others
             _log.exception("serving a Kafka connection from %s failed", peer)
         finally:
-            self._connections.discard(task)
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
 
 
 async def _relay(
-    first: bytes,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    address: tuple[str, int],
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: tuple[str, int]
 ) -> None:
-    """Pipe the connection both ways to ``address``, ``first`` (already read) first, until
-    either side closes."""
+    """Pipe the connection both ways to ``address`` until either side closes."""
     up_reader, up_writer = await asyncio.open_connection(*address)
 
     async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
@@ -171,7 +173,6 @@ async def _relay(
             dst.write(chunk)
             await dst.drain()
 
-    up_writer.write(first)
     tasks = [
         asyncio.ensure_future(pipe(reader, up_writer)),
         asyncio.ensure_future(pipe(up_reader, writer)),
@@ -199,7 +200,10 @@ async def _send_spliced(
     frame = memoryview(response.frame)
     # A second descriptor of the socket: the event loop lets only the transport watch the
     # transport's own one, and a sender thread may use it after the transport closed it.
-    fd = os.dup(writer.transport.get_extra_info("socket").fileno())
+    sock = writer.transport.get_extra_info("socket")
+    if writer.transport.is_closing() or sock is None or sock.fileno() < 0:
+        raise ConnectionResetError("the client closed the connection")
+    fd = os.dup(sock.fileno())
     try:
         at = 0
         for offset, regions in response.splices:
