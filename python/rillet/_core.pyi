@@ -61,6 +61,7 @@ __all__ = [
     "kafka_encode_request",
     "kafka_encode_response",
     "kafka_encode_response_spliced",
+    "kafka_frame_buffer",
     "murmur2",
     "partition_for_key",
     "read_offset_checkpoint",
@@ -394,7 +395,10 @@ def encode_produce_request(
 # The Kafka wire protocol, read and written from Kafka's JSON message schemas. Bodies are
 # dicts keyed by the snake_case of the schema's field names.
 def kafka_api_versions() -> list[tuple[int, int, int]]: ...
-def kafka_decode_request(frame: Buffer) -> tuple[int, int, int, str | None, dict[str, Any]]: ...
+def kafka_decode_request(
+    frame: Buffer, records_in_place: bool = False
+) -> tuple[int, int, int, str | None, dict[str, Any]]: ...
+def kafka_frame_buffer(size: int) -> tuple[bytes, memoryview]: ...
 def kafka_encode_response(
     api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
 ) -> bytes: ...

@@ -83,3 +83,62 @@ fn spliced_records_are_refused_where_no_sender_expects_them() {
     let bad = Value::Struct(vec![("cluster_id", Value::Spliced(1))]);
     assert!(spec.encode(12, &bad).is_err());
 }
+
+/// A produce request read in place: each record set is where the frame has it, and the
+/// rest of the request reads as a copy would.
+#[test]
+fn produce_record_sets_are_read_in_place() {
+    use rillet_protocol::kafka::RequestHeader;
+    use rillet_protocol::kafka::{decode_request, decode_request_in_place, encode_request};
+    const PRODUCE: i16 = 0;
+    for version in [3i16, 8, 9, 11] {
+        let partition = |index: i32, records: &[u8]| {
+            Value::Struct(vec![
+                ("index", index.into()),
+                ("records", Value::Bytes(records.to_vec())),
+            ])
+        };
+        let body = Value::Struct(vec![
+            ("acks", (-1i16).into()),
+            ("timeout_ms", 1000i32.into()),
+            (
+                "topic_data",
+                Value::Array(vec![Value::Struct(vec![
+                    ("name", Value::Str("t".into())),
+                    (
+                        "partition_data",
+                        Value::Array(vec![partition(0, b"first batch"), partition(1, b"2nd")]),
+                    ),
+                ])]),
+            ),
+        ]);
+        let header = RequestHeader {
+            api_key: PRODUCE,
+            api_version: version,
+            correlation_id: 9,
+            client_id: Some("c".into()),
+        };
+        let framed = encode_request(&header, &body).unwrap();
+        let frame = &framed[4..];
+        let (_, copied) = decode_request(frame).unwrap();
+        let (_, in_place) = decode_request_in_place(frame).unwrap();
+        let records = |v: &Value, i: usize| {
+            v.get("topic_data").and_then(|t| match t {
+                Value::Array(ts) => ts[0].get("partition_data").and_then(|p| match p {
+                    Value::Array(ps) => ps[i].get("records").cloned(),
+                    _ => None,
+                }),
+                _ => None,
+            })
+        };
+        for (i, expected) in [&b"first batch"[..], &b"2nd"[..]].into_iter().enumerate() {
+            assert_eq!(records(&copied, i), Some(Value::Bytes(expected.to_vec())));
+            match records(&in_place, i) {
+                Some(Value::InPlace { offset, len }) => {
+                    assert_eq!(&frame[offset..offset + len], expected, "v{version}")
+                }
+                other => panic!("v{version}: {other:?}"),
+            }
+        }
+    }
+}

@@ -15,7 +15,9 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyBytes, PyDict, PyInt, PyList, PyMemoryView, PySlice, PyString, PyTuple,
+};
 use rillet_protocol::kafka::{
     self, registry, FieldType, MessageKind, MessageSpec, RequestHeader, Splice, StructSpec, Value,
 };
@@ -54,7 +56,19 @@ fn body_from_py(
 
 // -- Value -> Python ------------------------------------------------------------------------
 
+/// Where a [`Value::InPlace`] record set is: the decoded frame, as the caller passed it.
+struct InPlace<'a, 'py> {
+    frame: &'a Bound<'py, PyAny>,
+    bytes: &'a [u8],
+    /// The frame is a `bytes`, so a `memoryview` slice of it can stand for the record set.
+    immutable: bool,
+}
+
 fn to_py(py: Python<'_>, value: &Value) -> PyResult<PyObject> {
+    to_py_in(py, value, None)
+}
+
+fn to_py_in(py: Python<'_>, value: &Value, frame: Option<&InPlace<'_, '_>>) -> PyResult<PyObject> {
     Ok(match value {
         Value::Null => py.None(),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any().unbind(),
@@ -73,15 +87,31 @@ fn to_py(py: Python<'_>, value: &Value) -> PyResult<PyObject> {
         Value::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
-                list.append(to_py(py, item)?)?;
+                list.append(to_py_in(py, item, frame)?)?;
             }
             list.into_any().unbind()
         }
         Value::Spliced(len) => len.into_pyobject(py)?.into_any().unbind(),
+        Value::InPlace { offset, len } => {
+            let Some(at) = frame else {
+                return Err(PyValueError::new_err(
+                    "records read in place, without their frame",
+                ));
+            };
+            if at.immutable {
+                let view = PyMemoryView::from(at.frame)?;
+                let slice = PySlice::new(py, *offset as isize, (*offset + *len) as isize, 1);
+                view.get_item(slice)?.unbind()
+            } else {
+                PyBytes::new(py, &at.bytes[*offset..*offset + *len])
+                    .into_any()
+                    .unbind()
+            }
+        }
         Value::Struct(fields) => {
             let dict = PyDict::new(py);
             for (key, v) in fields {
-                dict.set_item(PyString::intern(py, key), to_py(py, v)?)?;
+                dict.set_item(PyString::intern(py, key), to_py_in(py, v, frame)?)?;
             }
             dict.into_any().unbind()
         }
@@ -216,20 +246,63 @@ fn kafka_api_versions() -> Vec<(i16, i16, i16)> {
 }
 
 /// A request frame (the bytes after its size prefix; any buffer): `(api_key, api_version,
-/// correlation_id, client_id, body)`.
+/// correlation_id, client_id, body)`. With `records_in_place`, a produced record set is a
+/// `memoryview` slice of `frame` when `frame` is a `bytes` (no copy), else `bytes`.
 #[pyfunction]
+#[pyo3(signature = (frame, records_in_place = false))]
 fn kafka_decode_request<'py>(
     py: Python<'py>,
-    frame: BytesArg<'py>,
+    frame: &Bound<'py, PyAny>,
+    records_in_place: bool,
 ) -> PyResult<(i16, i16, i32, Option<String>, PyObject)> {
-    let (header, body) = kafka::decode_request(frame.as_slice()).map_err(to_py_err)?;
+    let arg: BytesArg<'py> = frame.extract()?;
+    let bytes = arg.as_slice();
+    let decoded = if records_in_place {
+        kafka::decode_request_in_place(bytes)
+    } else {
+        kafka::decode_request(bytes)
+    };
+    let (header, body) = decoded.map_err(to_py_err)?;
+    let at = InPlace {
+        frame,
+        bytes,
+        immutable: frame.is_instance_of::<PyBytes>(),
+    };
     Ok((
         header.api_key,
         header.api_version,
         header.correlation_id,
         header.client_id,
-        to_py(py, &body)?,
+        to_py_in(py, &body, Some(&at))?,
     ))
+}
+
+/// A `bytes` of `size` bytes and a writable `memoryview` of its memory, for a socket to
+/// receive a frame into (`recv_into`), so that the frame needs no copy to become `bytes`.
+/// The caller keeps the `bytes` alive while it uses the view, writes every byte through the
+/// view before it reads or shares the `bytes`, and drops the view then. The contents start
+/// uninitialized (and are not exposed before they are written).
+#[pyfunction]
+fn kafka_frame_buffer(py: Python<'_>, size: usize) -> PyResult<(PyObject, PyObject)> {
+    let len = pyo3::ffi::Py_ssize_t::try_from(size)
+        .map_err(|_| PyValueError::new_err("frame buffer too large"))?;
+    // SAFETY: PyBytes_FromStringAndSize(NULL, n) returns a new, unshared bytes object of n
+    // bytes (or NULL with an exception set). The memoryview over its buffer holds no
+    // reference to it: the caller keeps the bytes alive while the view is in use (see above).
+    unsafe {
+        let obj = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len);
+        if obj.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let bytes = Bound::from_owned_ptr(py, obj);
+        let data = pyo3::ffi::PyBytes_AsString(obj);
+        let view = pyo3::ffi::PyMemoryView_FromMemory(data, len, pyo3::ffi::PyBUF_WRITE);
+        if view.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let view = Bound::from_owned_ptr(py, view);
+        Ok((bytes.unbind(), view.unbind()))
+    }
 }
 
 /// A response's frame, size prefix included.
@@ -311,6 +384,7 @@ fn kafka_decode_response<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kafka_api_versions, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_decode_request, m)?)?;
+    m.add_function(wrap_pyfunction!(kafka_frame_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_encode_response, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_encode_response_spliced, m)?)?;
     m.add_function(wrap_pyfunction!(kafka_encode_request, m)?)?;

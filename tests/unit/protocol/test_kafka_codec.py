@@ -166,3 +166,38 @@ def test_bad_frames_and_bodies_get_clear_errors() -> None:
         _core.kafka_encode_response(METADATA, 12, 1, {"topics": [{"error_code": 1 << 20}]})
     with pytest.raises(UnsupportedVersionError):
         _core.kafka_encode_response(999, 0, 1, {})
+
+
+def test_produced_record_sets_are_read_in_place() -> None:
+    """With records_in_place a Produce request's record sets are memoryviews of the frame
+    (no copy) when the frame is bytes, and copies when it is a mutable buffer."""
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topic_data": [
+            {"name": "a", "partition_data": [{"index": 0, "records": b"first"}]},
+            {"name": "b", "partition_data": [{"index": 3, "records": b"second!"}]},
+        ],
+    }
+    frame = _core.kafka_encode_request(PRODUCE, 9, 5, "c", body)[4:]
+    *_, read = _core.kafka_decode_request(frame, records_in_place=True)
+    views = [p["records"] for t in read["topic_data"] for p in t["partition_data"]]
+    assert all(isinstance(v, memoryview) and v.obj is frame for v in views)
+    assert [bytes(v) for v in views] == [b"first", b"second!"]
+    *_, copied = _core.kafka_decode_request(bytearray(frame), records_in_place=True)
+    assert copied["topic_data"][1]["partition_data"][0]["records"] == b"second!"
+    # Without the flag, and for bytes fields that are not record sets, bytes as before.
+    *_, plain = _core.kafka_decode_request(frame)
+    assert plain["topic_data"][0]["partition_data"][0]["records"] == b"first"
+
+
+def test_a_frame_buffer_is_bytes_written_through_its_view() -> None:
+    frame, into = _core.kafka_frame_buffer(6)
+    assert isinstance(frame, bytes) and len(frame) == 6 and not into.readonly
+    into[:3] = b"abc"
+    into[3:] = b"def"
+    into.release()
+    assert frame == b"abcdef"
+    with pytest.raises((ValueError, OverflowError)):
+        _core.kafka_frame_buffer(-1)

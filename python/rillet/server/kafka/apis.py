@@ -108,7 +108,7 @@ class KafkaApis:
         }
 
     async def handle(
-        self, frame: bytes | bytearray, listener_name: str, peer_host: str = ""
+        self, frame: bytes, listener_name: str, peer_host: str = ""
     ) -> bytes | SplicedResponse | None:
         """The response frame to ``frame`` (a request without its size prefix): empty when
         the request takes no answer, None to close the connection; a Fetch answer comes
@@ -118,7 +118,8 @@ class KafkaApis:
         if served is None or not served[0] <= version <= served[1]:
             return self._unsupported(api_key, version, correlation_id)
         try:
-            _, _, _, client_id, body = _core.kafka_decode_request(frame)
+            # A produced record set stays where it is in the frame (a memoryview of it).
+            _, _, _, client_id, body = _core.kafka_decode_request(frame, records_in_place=True)
         except (InvalidRequestError, UnsupportedVersionError) as e:
             _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
             return self._error_response(api_key, version, correlation_id, e)

@@ -1,10 +1,14 @@
 """Kafka's size-prefixed frames read straight into one buffer each.
 
 :class:`FrameProtocol` is an asyncio buffered protocol: the event loop's ``recv_into`` writes
-a request's bytes directly into the buffer the request is handled from (a ``bytearray`` of
-the frame's size, allocated once its 4-byte size prefix has arrived), so the only copy of a
-produced record set between the socket and the log is the kernel's. A stream reader would
-copy it twice more (into its buffer, then out of it).
+a request's bytes directly into the buffer the request is handled from (the frame's size,
+allocated once its 4-byte size prefix has arrived), so the only copy of a
+produced record set between the socket and the log is the kernel's. The buffer is a ``bytes``
+received into through a writable view of its memory (:func:`rillet._core.kafka_frame_buffer`),
+so the decoder hands a produced record set on as a ``memoryview`` of it, and the log
+appends it from there. A stream reader would copy it twice more (into its buffer, then out
+of it), and ``bytearray`` frames once more (a mutable buffer is copied before it is read
+with the GIL released).
 
 Requests are handed over one at a time through :meth:`FrameProtocol.next`, and at most one
 frame is read ahead of the handler: reading pauses once a frame is complete and resumes
@@ -24,6 +28,8 @@ import collections
 from asyncio import streams
 from collections.abc import Callable
 from typing import Any
+
+from rillet import _core
 
 __all__ = ["BadFrameSize", "FrameProtocol"]
 
@@ -61,10 +67,12 @@ class FrameProtocol(streams.FlowControlMixin, asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.writer: asyncio.StreamWriter | None = None
         # What the handler reads next: frames, then None at the end of the stream.
-        self._ready: collections.deque[bytearray | BadFrameSize | None] = collections.deque()
+        self._ready: collections.deque[bytes | BadFrameSize | None] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._head = bytearray(4)
-        self._body: bytearray | None = None
+        # The frame being received, and the writable view of it it is received through.
+        self._body: bytes | None = None
+        self._into: memoryview | None = None
         self._at = 0
         self._first = True
         self.relay: asyncio.StreamReader | None = None
@@ -83,8 +91,9 @@ class FrameProtocol(streams.FlowControlMixin, asyncio.BufferedProtocol):
         if self.relay is not None:
             assert self._scratch is not None
             return memoryview(self._scratch)
-        target = self._head if self._body is None else self._body
-        return memoryview(target)[self._at :]
+        if self._into is None:
+            return memoryview(self._head)[self._at :]
+        return self._into[self._at :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.relay is not None:
@@ -104,12 +113,17 @@ class FrameProtocol(streams.FlowControlMixin, asyncio.BufferedProtocol):
             if not self.min_size <= size <= self.max_size:
                 self._push(BadFrameSize(size, prefix))
                 return
-            self._body = bytearray(size)
+            self._body, self._into = _core.kafka_frame_buffer(size)
             self._at = 0
             return
         if self._at == len(self._body):
-            frame, self._body, self._at = self._body, None, 0
-            self._push(frame)
+            self._complete()
+
+    def _complete(self) -> None:
+        assert self._body is not None and self._into is not None
+        self._into.release()  # every byte is written: the bytes may be read now
+        frame, self._body, self._into, self._at = self._body, None, None, 0
+        self._push(frame)
 
     def eof_received(self) -> bool:
         if self.relay is not None:
@@ -130,7 +144,7 @@ class FrameProtocol(streams.FlowControlMixin, asyncio.BufferedProtocol):
 
     # -- the handler's side ---------------------------------------------------------------------
 
-    async def next(self) -> bytearray | BadFrameSize | None:
+    async def next(self) -> bytes | BadFrameSize | None:
         """The next frame, a bad size prefix, or None once the stream ended."""
         while not self._ready:
             self._waiter = self._event_loop.create_future()
@@ -147,7 +161,7 @@ class FrameProtocol(streams.FlowControlMixin, asyncio.BufferedProtocol):
     def relaying(self) -> bool:
         return self.relay is not None
 
-    def _push(self, item: bytearray | BadFrameSize | None) -> None:
+    def _push(self, item: bytes | BadFrameSize | None) -> None:
         if item is not None and self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
         if item is None and self._ready and self._ready[-1] is None:

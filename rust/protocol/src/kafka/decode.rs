@@ -26,6 +26,9 @@ pub(crate) struct Ctx {
     pub(crate) splices: RefCell<Vec<(usize, usize)>>,
     /// Encoding: a tagged field's bytes are being written apart (no splice may go there).
     pub(crate) in_tagged: Cell<bool>,
+    /// Decoding: `records` fields become [`Value::InPlace`] (where they are in the input)
+    /// instead of copies of their bytes.
+    pub(crate) records_in_place: bool,
 }
 
 impl Ctx {
@@ -35,6 +38,7 @@ impl Ctx {
             flexible: spec.is_flexible(version),
             splices: RefCell::new(Vec::new()),
             in_tagged: Cell::new(false),
+            records_in_place: false,
         }
     }
 
@@ -57,9 +61,23 @@ impl MessageSpec {
     }
 
     pub(crate) fn decode_from(&self, version: i16, reader: &mut Reader<'_>) -> Result<Value> {
+        self.decode_from_with(version, reader, false)
+    }
+
+    /// As [`Self::decode_from`]; with `records_in_place`, `records` fields are read as
+    /// [`Value::InPlace`].
+    pub(crate) fn decode_from_with(
+        &self,
+        version: i16,
+        reader: &mut Reader<'_>,
+        records_in_place: bool,
+    ) -> Result<Value> {
         self.check_version(version, None)?;
-        read_struct(&self.body, &Ctx::new(self, version), reader)
-            .map_err(|fault| fault.into_error(&self.name, version))
+        let ctx = Ctx {
+            records_in_place,
+            ..Ctx::new(self, version)
+        };
+        read_struct(&self.body, &ctx, reader).map_err(|fault| fault.into_error(&self.name, version))
     }
 
     pub(crate) fn expect_end(&self, version: i16, reader: &Reader<'_>) -> Result<()> {
@@ -219,7 +237,13 @@ fn read_value(
             let Some(len) = read_length(reader, shape.compact, LengthWidth::Int32)? else {
                 return null();
             };
-            Value::Bytes(reader.take(len, "bytes")?.to_vec())
+            let offset = reader.offset();
+            let bytes = reader.take(len, "bytes")?;
+            if ctx.records_in_place && matches!(field_type, FieldType::Records) {
+                Value::InPlace { offset, len }
+            } else {
+                Value::Bytes(bytes.to_vec())
+            }
         }
         FieldType::Array(element) => {
             let Some(count) = read_length(reader, shape.compact, LengthWidth::Int32)? else {

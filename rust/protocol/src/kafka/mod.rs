@@ -93,6 +93,16 @@ pub fn response_header_version(response: &MessageSpec, api_version: i16) -> i16 
 /// [`Error::UnsupportedVersion`]; both carry the correlation id (the first 8 bytes are
 /// always api key, version and correlation id).
 pub fn decode_request(frame: &[u8]) -> Result<(RequestHeader, Value)> {
+    decode_request_with(frame, false)
+}
+
+/// As [`decode_request`], with each `records` field (a produced record set) read as
+/// [`Value::InPlace`]: where its bytes are in `frame`, not a copy of them.
+pub fn decode_request_in_place(frame: &[u8]) -> Result<(RequestHeader, Value)> {
+    decode_request_with(frame, true)
+}
+
+fn decode_request_with(frame: &[u8], records_in_place: bool) -> Result<(RequestHeader, Value)> {
     let Some(prefix) = frame.get(..8) else {
         return Err(Error::Malformed {
             context: "request header".into(),
@@ -122,7 +132,7 @@ pub fn decode_request(frame: &[u8]) -> Result<(RequestHeader, Value)> {
         Some(Value::Str(client_id)) => Some(client_id.clone()),
         _ => None,
     };
-    let body = request.decode_from(api_version, &mut reader)?;
+    let body = request.decode_from_with(api_version, &mut reader, records_in_place)?;
     request.expect_end(api_version, &reader)?;
     let header = RequestHeader {
         api_key,

@@ -31,6 +31,13 @@ pub enum Value {
     /// ([`MessageSpec::encode_into_spliced`](super::MessageSpec::encode_into_spliced)).
     /// Only for an in-place `records` field; never read by the decoder.
     Spliced(usize),
+    /// A record set read in place: the `len` bytes at `offset` of the decoded input, left
+    /// there rather than copied ([`decode_request_in_place`](super::decode_request_in_place)).
+    /// Only from the decoder, for a `records` field; never encoded.
+    InPlace {
+        offset: usize,
+        len: usize,
+    },
 }
 
 impl Value {
@@ -108,6 +115,7 @@ impl Value {
             Value::Array(_) => "an array",
             Value::Struct(_) => "a struct",
             Value::Spliced(_) => "spliced records",
+            Value::InPlace { .. } => "records read in place",
         }
     }
 }
