@@ -11,6 +11,17 @@ Rillet (a real ``rillet server start`` process on free ports, data in a temp dir
   peak uncompressed produce rate in this run (``--rounds`` runs; the median p99 is the
   headline).
 
+Kafka's protocol, on the same broker's Kafka listener, in the same rounds:
+
+* librdkafka's producer and consumer (``bench/rdkafka_perf.py``, confluent-kafka: Python
+  over librdkafka, its defaults except acks) on topics of 1 partition (acks=1 and acks=all)
+  and 6 partitions (acks=1); each topic is also read by kcat (librdkafka's C consumer, no
+  Python), and the faster reader is the consume figure;
+* a zero-copy fetch of the 1-partition topic against a raw ``sendfile`` of the same segment
+  files over loopback TCP (``bench/zero_copy.py``);
+* ``rillet producer-perf-test`` with no --producer-props: Kafka's producer defaults;
+* p99 produce latency of librdkafka throttled to half of its 1-partition acks=1 peak.
+
 Peers (``bench/peers.py``; Debian's servers, installed with apt-get when missing):
 
 * Redis Streams: ``redis-server --appendonly yes``, ``redis-benchmark -P 1000`` XADD, a
@@ -49,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import peers
+import zero_copy
 from pagecache import warm_page_cache
 
 from tests.support.server_process import ServerProcess as Broker
@@ -124,13 +136,93 @@ def consume(broker: Broker, topic: str, records: int, size: int, work: Path) -> 
     return r
 
 
+def rdkafka(mode: str, broker: Broker, topic: str, work: Path, *args: str) -> dict[str, Any]:
+    """``bench/rdkafka_perf.py`` (librdkafka through confluent-kafka) on the Kafka listener."""
+    argv = [sys.executable, str(Path(__file__).resolve().parent / "rdkafka_perf.py"), mode,
+            "--bootstrap-server", broker.kafka_bootstrap, "--topic", topic, *args]  # fmt: skip
+    log("  $ rdkafka_perf.py " + " ".join(argv[3:]))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"rdkafka_perf.py {mode} failed:\n{done.stdout}\n{done.stderr}")
+    lines = done.stdout.strip().splitlines()
+    log("    " + lines[0])
+    figures: dict[str, Any] = json.loads(lines[-1])
+    figures["output"] = lines[0]
+    figures["command"] = "python bench/rdkafka_perf.py " + " ".join(argv[3:])
+    return figures
+
+
+def kafka_produce(broker: Broker, topic: str, records: int, size: int, acks: str, work: Path,
+                  throughput: float = -1) -> dict[str, Any]:  # fmt: skip
+    """librdkafka's producer with its defaults (1 MB batches, linger.ms 5) but ``acks``."""
+    warm(records, size, work)
+    return rdkafka("produce", broker, topic, work, "--num-records", str(records),
+                   "--record-size", str(size), "--throughput", str(throughput),
+                   "--producer-props", f"acks={acks}")  # fmt: skip
+
+
+def kafka_consume(broker: Broker, topic: str, records: int, work: Path) -> dict[str, Any]:
+    """librdkafka's consumer through Python (confluent-kafka), then kcat's (C, no Python);
+    the faster is the run's figure, both are kept."""
+    python = rdkafka("consume", broker, topic, work, "--messages", str(records))
+    c = rdkafka("kcat-consume", broker, topic, work, "--messages", str(records))
+    best = max((python, c), key=lambda r: r["records_per_sec"])
+    return {**best, "client": "kcat" if best is c else "confluent-kafka",
+            "confluent_kafka": python, "kcat": c}  # fmt: skip
+
+
+def default_props_produce(broker: Broker, topic: str, records: int, size: int, work: Path
+                          ) -> dict[str, Any]:  # fmt: skip
+    """``rillet producer-perf-test`` with no --producer-props: Kafka's producer defaults
+    (acks=all, 16 KiB batches, linger.ms 5, 1 MiB requests)."""
+    out = work / f"produce-{topic}-defaults.json"
+    warm(records, size, work)
+    argv = rillet("producer-perf-test", "--topic", topic, "--num-records", str(records),
+                  "--record-size", str(size), "--throughput", "-1",
+                  "--bootstrap-server", broker.bootstrap, "--json", str(out))  # fmt: skip
+    r = run_tool(argv, out)
+    r["mb_per_sec_1e6"] = r["records_per_sec"] * size / MB
+    r["command"] = " ".join(["rillet", *argv[3:]])
+    return r
+
+
+# Kafka-protocol runs of each round: (partitions, acks) for librdkafka's producer and consumer.
+KAFKA_CONFIGS = [(1, "1"), (6, "1"), (1, "all")]
+
+
+def run_kafka_round(broker: Broker, records: int, size: int, work: Path, round_no: int
+                    ) -> dict[str, Any]:  # fmt: skip
+    """librdkafka's clients on the Kafka listener, the zero-copy fetch against raw sendfile
+    on the first topic's segments, and Rillet's producer with Kafka's defaults."""
+    runs: list[dict[str, Any]] = []
+    for partitions, acks in KAFKA_CONFIGS:
+        topic = f"kafka-p{partitions}-acks{acks}"
+        broker.create_topic(topic, partitions)
+        log(f"librdkafka (round {round_no}): {partitions} partition(s), acks={acks}")
+        p = kafka_produce(broker, topic, records, size, acks, work)
+        c = kafka_consume(broker, topic, records, work)
+        runs.append({"partitions": partitions, "acks": acks, "produce": p, "consume": c})
+    log(f"zero-copy fetch against raw loopback sendfile (round {round_no})")
+    zc = zero_copy.measure(
+        broker.kafka_bootstrap, "kafka-p1-acks1", 0, broker.data_dir / "kraft-combined-logs"
+    )
+    log(f"    fetch {zc['fetch_vs_loopback']:.2f}x loopback (1 MiB requests "
+        f"{zc['fetch_default_vs_loopback']:.2f}x)")  # fmt: skip
+    broker.create_topic("defaults-p1", 1)
+    log(f"rillet producer-perf-test with Kafka's default producer settings (round {round_no})")
+    defaults = default_props_produce(broker, "defaults-p1", records, size, work)
+    return {"runs": runs, "zero_copy": zc, "default_props_produce": defaults}
+
+
 CONFIGS = [(partitions, codec) for partitions in (1, 6) for codec in ("none", "zstd")]
 
 
-def run_rillet_round(records: int, size: int, work: Path, round_no: int) -> list[dict[str, Any]]:
-    """One round: a fresh broker, then produce and consume on each topic configuration."""
+def run_rillet_round(records: int, size: int, work: Path, round_no: int
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+    """One round: a fresh broker (gRPC and Kafka listeners), then produce and consume on
+    each topic configuration through gRPC, then the Kafka-protocol runs."""
     (work / f"rillet-{round_no}").mkdir()
-    broker = Broker(work / f"rillet-{round_no}" / "data")
+    broker = Broker(work / f"rillet-{round_no}" / "data", kafka=True)
     broker.start()
     runs: list[dict[str, Any]] = []
     try:
@@ -143,10 +235,11 @@ def run_rillet_round(records: int, size: int, work: Path, round_no: int) -> list
             runs.append(
                 {"partitions": partitions, "compression": codec, "produce": p, "consume": c}
             )
+        kafka = run_kafka_round(broker, records, size, work, round_no)
     finally:
         broker.stop()
         shutil.rmtree(work / f"rillet-{round_no}", ignore_errors=True)
-    return runs
+    return runs, kafka
 
 
 def run_latency(
@@ -202,6 +295,72 @@ def best_of(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def best_kafka(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per librdkafka configuration the best produce and consume over the rounds; the best
+    zero-copy ratio and the best default-settings produce; every round's figures kept."""
+    runs = []
+    for i, (partitions, acks) in enumerate(KAFKA_CONFIGS):
+        samples = [r["runs"][i] for r in rounds]
+        runs.append(
+            {
+                "partitions": partitions,
+                "acks": acks,
+                "produce": max((s["produce"] for s in samples), key=lambda f: f["records_per_sec"]),
+                "consume": max((s["consume"] for s in samples), key=lambda f: f["records_per_sec"]),
+                "produce_records_per_sec_by_round": [
+                    s["produce"]["records_per_sec"] for s in samples
+                ],
+                "consume_records_per_sec_by_round": [
+                    s["consume"]["records_per_sec"] for s in samples
+                ],
+            }
+        )
+    zc = [r["zero_copy"] for r in rounds]
+    defaults = [r["default_props_produce"] for r in rounds]
+    return {
+        "runs": runs,
+        "zero_copy": {
+            **max(zc, key=lambda z: z["fetch_default_vs_loopback"]),
+            "fetch_vs_loopback_by_round": [z["fetch_vs_loopback"] for z in zc],
+            "fetch_default_vs_loopback_by_round": [z["fetch_default_vs_loopback"] for z in zc],
+        },
+        "default_props_produce": {
+            **max(defaults, key=lambda d: d["records_per_sec"]),
+            "records_per_sec_by_round": [d["records_per_sec"] for d in defaults],
+        },
+    }
+
+
+def run_kafka_latency(
+    kafka: dict[str, Any], records: int, size: int, work: Path, runs: int
+) -> dict[str, Any]:
+    """librdkafka's producer (acks=1, its defaults otherwise) throttled to half of its best
+    1-partition acks=1 rate, ``runs`` times on fresh topics; the median p99 is reported."""
+    peak = next(r for r in kafka["runs"] if r["partitions"] == 1 and r["acks"] == "1")
+    half = peak["produce"]["records_per_sec"] / 2
+    (work / "kafka-latency").mkdir()
+    broker = Broker(work / "kafka-latency" / "data", kafka=True)
+    broker.start()
+    samples = []
+    try:
+        for i in range(runs):
+            topic = f"kafka-latency-{i}"
+            broker.create_topic(topic, 1)
+            log(f"librdkafka: latency at half of the peak rate ({half:.0f} records/s)")
+            samples.append(kafka_produce(broker, topic, records // 2, size, "1", work, half))
+    finally:
+        broker.stop()
+    median = sorted(samples, key=lambda s: s["p99_ms"])[len(samples) // 2]
+    return {
+        "partitions": 1,
+        "acks": "1",
+        "target_records_per_sec": half,
+        **median,
+        "p99_ms_by_run": [s["p99_ms"] for s in samples],
+        "records_per_sec_by_run": [s["records_per_sec"] for s in samples],
+    }
 
 
 def best_peer(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -276,13 +435,16 @@ def main() -> int:
     peer_fns = {} if args.skip_peers else {"redis_streams": peers.run_redis,
                                            "nats_jetstream": peers.run_nats}  # fmt: skip
     rillet_rounds: list[list[dict[str, Any]]] = []
+    kafka_rounds: list[dict[str, Any]] = []
     peer_rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in peer_fns}
     try:
         if peer_fns:
             peers.ensure_installed()
         # Rounds interleave the systems, so a slow spell of the machine hits all of them.
         for round_no in range(1, args.rounds + 1):
-            rillet_rounds.append(run_rillet_round(args.records, args.record_size, work, round_no))
+            grpc_runs, kafka = run_rillet_round(args.records, args.record_size, work, round_no)
+            rillet_rounds.append(grpc_runs)
+            kafka_rounds.append(kafka)
             for name, fn in peer_fns.items():
                 log(f"peer (round {round_no}): {name}")
                 peer_dir = work / f"{name}-{round_no}"
@@ -306,6 +468,10 @@ def main() -> int:
                 peak, args.records, args.record_size, work, args.rounds
             ),
         }
+        result["kafka"] = best_kafka(kafka_rounds)
+        result["kafka"]["latency_at_half_peak"] = run_kafka_latency(
+            result["kafka"], args.records, args.record_size, work, args.rounds
+        )
         result["peers"] = {name: best_peer(samples) for name, samples in peer_rounds.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -337,6 +503,29 @@ def compare(result: dict[str, Any]) -> dict[str, Any]:
         "rillet_best_produce_zstd_records_per_sec": best("produce", "zstd"),
         "rillet_best_consume_zstd_records_per_sec": best("consume", "zstd"),
     }
+    kafka = result["kafka"]
+
+    def best_kafka_rate(kind: str, acks: str) -> float:
+        return max(r[kind]["records_per_sec"] for r in kafka["runs"] if r["acks"] == acks)
+
+    out.update(
+        {
+            "kafka_best_produce_records_per_sec": best_kafka_rate("produce", "1"),
+            "kafka_best_produce_acks_all_records_per_sec": best_kafka_rate("produce", "all"),
+            "kafka_best_consume_records_per_sec": max(
+                r["consume"]["records_per_sec"] for r in kafka["runs"]
+            ),
+            "kafka_consume_vs_loopback": kafka["zero_copy"]["fetch_default_vs_loopback"],
+            "kafka_consume_vs_loopback_64mib_fetches": kafka["zero_copy"]["fetch_vs_loopback"],
+            "kafka_consume_vs_loopback_target": 0.5,
+            "default_props_produce_records_per_sec": kafka["default_props_produce"][
+                "records_per_sec"
+            ],
+            "p99_half_peak_ms": kafka["latency_at_half_peak"]["p99_ms"],
+            "p99_half_peak_ms_grpc": result["rillet"]["latency_at_half_peak"]["p99_ms"],
+            "p99_half_peak_ms_target": 10,
+        }
+    )
     ok_peers = {k: v for k, v in result["peers"].items() if "error" not in v}
     if not ok_peers:
         return out
@@ -352,6 +541,14 @@ def compare(result: dict[str, Any]) -> dict[str, Any]:
             "consume_ratio": consume_ratio,
             "produce_ratio_zstd": out["rillet_best_produce_zstd_records_per_sec"] / peer_produce,
             "consume_ratio_zstd": out["rillet_best_consume_zstd_records_per_sec"] / peer_consume,
+            "kafka_produce_vs_peer": out["kafka_best_produce_records_per_sec"] / peer_produce,
+            "kafka_produce_acks_all_vs_peer": out["kafka_best_produce_acks_all_records_per_sec"]
+            / peer_produce,
+            "kafka_consume_vs_peer": out["kafka_best_consume_records_per_sec"] / peer_consume,
+            "kafka_vs_peer_target": 3.0,
+            "default_props_produce_vs_peer": out["default_props_produce_records_per_sec"]
+            / peer_produce,
+            "default_props_produce_vs_peer_target": 2.0,
             "produce_target": 2.0,
             "consume_target": 1.5,
             "produce_target_met": produce_ratio >= 2.0,
@@ -389,7 +586,33 @@ def summary(result: dict[str, Any]) -> None:
           f"peak), {lat['partitions']}p {lat['compression']}, the run with the median p99: "
           f"p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, p99.9 {lat['p999_ms']} ms "
           f"(p99 of each run: {lat['p99_ms_by_run']} ms)")  # fmt: skip
+    print("\nKafka's protocol (librdkafka 2.x through confluent-kafka, its defaults but acks):")
+    for r in result["kafka"]["runs"]:
+        name = f"librdkafka {r['partitions']}p acks={r['acks']}"
+        p, c = r["produce"], r["consume"]
+        print(f"{name:<28}{p['records_per_sec']:>15,.0f}{p['mb_per_sec']:>9.1f}"
+              f"{c['records_per_sec']:>16,.0f}{c['mb_per_sec']:>9.1f}")  # fmt: skip
+    d = result["kafka"]["default_props_produce"]
+    print(f"{'rillet perf-test, defaults':<28}{d['records_per_sec']:>15,.0f}"
+          f"{d['records_per_sec'] * result['record_size'] / MB:>9.1f}   (gRPC, acks=all, "
+          "16 KiB batches)")  # fmt: skip
+    zc = result["kafka"]["zero_copy"]
+    print(f"zero-copy fetch, 1 MiB requests: {zc['fetch_default']['bytes_per_sec'] / MB:,.0f} "
+          f"MB/s = {zc['fetch_default_vs_loopback']:.2f}x raw loopback sendfile in 1 MiB round "
+          f"trips ({zc['loopback_sendfile_1mib_round_trips']['bytes_per_sec'] / MB:,.0f} MB/s); "
+          f"64 MiB requests {zc['fetch']['bytes_per_sec'] / MB:,.0f} MB/s = "
+          f"{zc['fetch_vs_loopback']:.2f}x a raw stream")  # fmt: skip
+    klat = result["kafka"]["latency_at_half_peak"]
+    print(f"librdkafka produce latency at {klat['target_records_per_sec']:,.0f} records/s (half "
+          f"of peak), acks=1: p50 {klat['p50_ms']} ms, p99 {klat['p99_ms']} ms, p99.9 "
+          f"{klat['p999_ms']} ms (p99 of each run: {klat['p99_ms_by_run']} ms)")  # fmt: skip
     cmp = result["comparison"]
+    if "kafka_produce_vs_peer" in cmp:
+        print(f"Kafka protocol vs better peer: produce {cmp['kafka_produce_vs_peer']:.2f}x "
+              f"(acks=all {cmp['kafka_produce_acks_all_vs_peer']:.2f}x), consume "
+              f"{cmp['kafka_consume_vs_peer']:.2f}x (target 3x); Rillet perf-test with "
+              f"Kafka's defaults {cmp['default_props_produce_vs_peer']:.2f}x (target 2x)"
+              )  # fmt: skip
     if "produce_ratio" in cmp:
         print(f"produce: best uncompressed rillet / better peer = {cmp['produce_ratio']:.2f} "
               f"(target 2.0, {'met' if cmp['produce_target_met'] else 'NOT met'}); "

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from confluent_kafka import ElectionType, Producer
 from confluent_kafka import KafkaException as ConfluentException
@@ -35,6 +36,7 @@ from confluent_kafka.admin import (
 
 from rillet import errors
 from rillet._core import BatchBuilder
+from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc
 from tests.support.kafka_wire import call, connect, kafka_broker, kafka_port
 from tests.support.mini_broker import MiniBroker
 
@@ -632,6 +634,16 @@ def test_delete_topics_refused_while_deletion_is_disabled(tmp_path: Path) -> Non
             assert errors_of(v2["responses"]) == {
                 "kept": (INVALID_REQUEST, None)  # v0-4 carry no message
             }
+            assert "kept" in partition_counts(s)
+        # The gRPC API refuses it too.
+        with grpc.insecure_channel(b.bootstrap) as ch:
+            r = admin_pb2_grpc.AdminServiceStub(ch).DeleteTopics(
+                admin_pb2.DeleteTopicsRequest(topic_names=["kept"]), timeout=30
+            )
+        assert [(t.name, t.error_code) for t in r.topics] == [
+            ("kept", errors.TopicDeletionDisabledError.code)
+        ]
+        with connect(b) as s:
             assert "kept" in partition_counts(s)
     finally:
         b.close()

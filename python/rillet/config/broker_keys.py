@@ -479,6 +479,5 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
 # Kafka's own design (network and I/O threads, socket buffers) have no counterpart in Rillet
 # and are not listed.
 INERT_KEYS: dict[str, str] = {
-    "delete.topic.enable": "refusing topic deletion",
     "controlled.shutdown.enable": "turning controlled shutdown off",
 }

@@ -772,8 +772,8 @@ def test_inert_settings_are_the_ones_the_user_set(tmp_path: Path) -> None:
         tmp_path, {"transaction.state.log.replication.factor": "3"}
     )
     assert tuned.inert_settings() == []
-    assert tuned.updated({"delete.topic.enable": "true"}).inert_settings() == [
-        "delete.topic.enable"
+    assert tuned.updated({"controlled.shutdown.enable": "false"}).inert_settings() == [
+        "controlled.shutdown.enable"
     ]
     assert embedded.updated({"num.partitions": "2"}).inert_settings() == []
     # The shipped example sets Kafka's single-node transaction settings, which take effect.

@@ -39,7 +39,7 @@ async def test_inert_settings_are_warned_about_once_at_start_up(
     warnings = [r.getMessage() for r in caplog.records if "no effect yet" in r.getMessage()]
     assert warnings == [
         "These settings are accepted but have no effect yet: controlled.shutdown.enable "
-        "(turning controlled shutdown off), delete.topic.enable (refusing topic deletion)"
+        "(turning controlled shutdown off)"
     ]
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import grpc
 
 from rillet.broker.apis import BrokerApis
-from rillet.errors import KafkaError
+from rillet.controller.topics import TopicResult
+from rillet.errors import KafkaError, TopicDeletionDisabledError
 from rillet.protocol.admin import (
     alter_configs_request_from_pb,
     alter_configs_response,
@@ -51,6 +52,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def DeleteTopics(
         self, request: admin_pb2.DeleteTopicsRequest, context: Context
     ) -> admin_pb2.DeleteTopicsResponse:
+        if not self.apis.config.delete_topic_enable:
+            disabled = TopicDeletionDisabledError()
+            return delete_topics_response(
+                [TopicResult(n, disabled) for n in request.topic_names],
+                [(i, disabled) for i in request.topic_ids],
+            )
         results, unknown = await self.apis.handle_delete_topics(
             list(request.topic_names), list(request.topic_ids)
         )
