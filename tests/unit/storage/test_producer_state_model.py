@@ -63,7 +63,7 @@ EXPIRATION_MS = 10_000
 NOW0 = 1_700_000_000_000
 CONFIG = LogConfig(segment_bytes=1 << 20, producer_id_expiration_ms=EXPIRATION_MS)
 PIDS = (1, 2)
-NUM_BATCHES_TO_RETAIN = 32  # rust/core/src/log/producer_state.rs
+NUM_BATCHES_TO_RETAIN = 128  # rust/core/src/log/producer_state.rs
 
 
 @dataclass(frozen=True)

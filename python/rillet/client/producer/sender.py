@@ -7,8 +7,8 @@ the answers, and retries what is retriable (refreshing metadata on leadership er
 With idempotence (the default) every batch carries the producer id, epoch and a sequence
 number per partition, and the sender keeps each partition's batches in order across
 retries, as Kafka does:
-- at most 32 batches of a partition are unacknowledged at once (partition leaders remember a
-  producer's last 32 batches, which is how they recognise a retry of any of them), and until
+- at most 128 batches of a partition are unacknowledged at once (partition leaders remember a
+  producer's last 128 batches, which is how they recognise a retry of any of them), and until
   the first of a partition is acknowledged in an epoch, only one request carries its batches
   (a leader takes an unknown producer at any sequence, so a later request must not overtake
   the first);
@@ -51,10 +51,11 @@ __all__ = ["InFlightBatch", "Sender"]
 
 _log = logging.getLogger(__name__)
 
-# Partition leaders keep a producer's last 32 batches to recognise retries (Kafka's keep 5,
+# Partition leaders keep a producer's last 128 batches to recognise retries (Kafka's keep 5,
 # the most a Kafka producer has unacknowledged per partition; this one packs several batches
-# of a partition into one request).
-MAX_UNACKED_BATCHES_PER_PARTITION = 32
+# of a partition into one request, up to 64 of Kafka's default 16 KiB batches in a 1 MiB
+# request, and keeps two such requests in flight).
+MAX_UNACKED_BATCHES_PER_PARTITION = 128
 
 
 def now_ms() -> int:
