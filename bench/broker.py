@@ -13,14 +13,14 @@ Rillet (a real ``rillet server start`` process on free ports, data in a temp dir
 
 Kafka's protocol, on the same broker's Kafka listener, in the same rounds:
 
-* librdkafka's producer and consumer (``bench/rdkafka_perf.py``, confluent-kafka: Python
-  over librdkafka, its defaults except acks) on topics of 1 partition (acks=1 and acks=all)
-  and 6 partitions (acks=1); each topic is also read by kcat (librdkafka's C consumer, no
-  Python), and the faster reader is the consume figure;
+* librdkafka's perf tool, ``rdkafka_performance`` (C; built from Debian's librdkafka source
+  by ``bench/rdkafka_performance.py``), producing and consuming with librdkafka's defaults
+  except acks, on topics of 1 partition (acks=1 and acks=all) and 6 partitions (acks=1);
 * a zero-copy fetch of the 1-partition topic against a raw ``sendfile`` of the same segment
   files over loopback TCP (``bench/zero_copy.py``);
 * ``rillet producer-perf-test`` with no --producer-props: Kafka's producer defaults;
-* p99 produce latency of librdkafka throttled to half of its 1-partition acks=1 peak.
+* librdkafka's producer through Python (``bench/confluent_perf.py``, confluent-kafka) at
+  full speed, and its p99 produce latency paced at half of that peak.
 
 Peers (``bench/peers.py``; Debian's servers, installed with apt-get when missing):
 
@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import peers
+import rdkafka_performance
 import zero_copy
 from pagecache import warm_page_cache
 
@@ -136,39 +137,44 @@ def consume(broker: Broker, topic: str, records: int, size: int, work: Path) -> 
     return r
 
 
-def rdkafka(mode: str, broker: Broker, topic: str, work: Path, *args: str) -> dict[str, Any]:
-    """``bench/rdkafka_perf.py`` (librdkafka through confluent-kafka) on the Kafka listener."""
-    argv = [sys.executable, str(Path(__file__).resolve().parent / "rdkafka_perf.py"), mode,
-            "--bootstrap-server", broker.kafka_bootstrap, "--topic", topic, *args]  # fmt: skip
-    log("  $ rdkafka_perf.py " + " ".join(argv[3:]))
+def kafka_produce(broker: Broker, topic: str, records: int, size: int, acks: str, work: Path,
+                  throughput: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """librdkafka's ``rdkafka_performance -P`` (its defaults but acks) on the Kafka listener;
+    with ``throughput``, throttled and with per-message latencies."""
+    warm(records, size, work)
+    r = rdkafka_performance.produce(broker.kafka_bootstrap, topic, records, size, acks,
+                                    throughput)  # fmt: skip
+    log(f"  $ {r['command']}")
+    lat = f", p99 {r['p99_ms']} ms" if "p99_ms" in r else ""
+    log(f"    {r['records_per_sec']:,.0f} records/s ({r['mb_per_sec']:.1f} MB/s){lat}")
+    return r
+
+
+def confluent_produce(broker: Broker, topic: str, records: int, size: int, work: Path,
+                      throughput: float = -1) -> dict[str, Any]:  # fmt: skip
+    """librdkafka's producer through Python (``bench/confluent_perf.py``), acks=1, its
+    defaults otherwise; paced by time when ``throughput`` is set."""
+    warm(records, size, work)
+    argv = [sys.executable, str(Path(__file__).resolve().parent / "confluent_perf.py"),
+            "--bootstrap-server", broker.kafka_bootstrap, "--topic", topic,
+            "--num-records", str(records), "--record-size", str(size),
+            "--throughput", str(throughput), "--producer-props", "acks=1"]  # fmt: skip
+    log("  $ confluent_perf.py " + " ".join(argv[2:]))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
-        raise RuntimeError(f"rdkafka_perf.py {mode} failed:\n{done.stdout}\n{done.stderr}")
+        raise RuntimeError(f"confluent_perf.py failed:\n{done.stdout}\n{done.stderr}")
     lines = done.stdout.strip().splitlines()
     log("    " + lines[0])
     figures: dict[str, Any] = json.loads(lines[-1])
-    figures["output"] = lines[0]
-    figures["command"] = "python bench/rdkafka_perf.py " + " ".join(argv[3:])
+    figures["command"] = "python bench/confluent_perf.py " + " ".join(argv[2:])
     return figures
 
 
-def kafka_produce(broker: Broker, topic: str, records: int, size: int, acks: str, work: Path,
-                  throughput: float = -1) -> dict[str, Any]:  # fmt: skip
-    """librdkafka's producer with its defaults (1 MB batches, linger.ms 5) but ``acks``."""
-    warm(records, size, work)
-    return rdkafka("produce", broker, topic, work, "--num-records", str(records),
-                   "--record-size", str(size), "--throughput", str(throughput),
-                   "--producer-props", f"acks={acks}")  # fmt: skip
-
-
-def kafka_consume(broker: Broker, topic: str, records: int, work: Path) -> dict[str, Any]:
-    """librdkafka's consumer through Python (confluent-kafka), then kcat's (C, no Python);
-    the faster is the run's figure, both are kept."""
-    python = rdkafka("consume", broker, topic, work, "--messages", str(records))
-    c = rdkafka("kcat-consume", broker, topic, work, "--messages", str(records))
-    best = max((python, c), key=lambda r: r["records_per_sec"])
-    return {**best, "client": "kcat" if best is c else "confluent-kafka",
-            "confluent_kafka": python, "kcat": c}  # fmt: skip
+def kafka_consume(broker: Broker, topic: str, partitions: int, records: int) -> dict[str, Any]:
+    r = rdkafka_performance.consume(broker.kafka_bootstrap, topic, partitions, records)
+    log(f"  $ {r['command']}")
+    log(f"    {r['records_per_sec']:,.0f} records/s ({r['mb_per_sec']:.1f} MB/s)")
+    return r
 
 
 def default_props_produce(broker: Broker, topic: str, records: int, size: int, work: Path
@@ -200,8 +206,11 @@ def run_kafka_round(broker: Broker, records: int, size: int, work: Path, round_n
         broker.create_topic(topic, partitions)
         log(f"librdkafka (round {round_no}): {partitions} partition(s), acks={acks}")
         p = kafka_produce(broker, topic, records, size, acks, work)
-        c = kafka_consume(broker, topic, records, work)
+        c = kafka_consume(broker, topic, partitions, records)
         runs.append({"partitions": partitions, "acks": acks, "produce": p, "consume": c})
+    broker.create_topic("kafka-python-p1", 1)
+    log(f"librdkafka through Python (round {round_no}): 1 partition, acks=1")
+    python = confluent_produce(broker, "kafka-python-p1", records, size, work)
     log(f"zero-copy fetch against raw loopback sendfile (round {round_no})")
     zc = zero_copy.measure(
         broker.kafka_bootstrap, "kafka-p1-acks1", 0, broker.data_dir / "kraft-combined-logs"
@@ -211,7 +220,12 @@ def run_kafka_round(broker: Broker, records: int, size: int, work: Path, round_n
     broker.create_topic("defaults-p1", 1)
     log(f"rillet producer-perf-test with Kafka's default producer settings (round {round_no})")
     defaults = default_props_produce(broker, "defaults-p1", records, size, work)
-    return {"runs": runs, "zero_copy": zc, "default_props_produce": defaults}
+    return {
+        "runs": runs,
+        "python_produce": python,
+        "zero_copy": zc,
+        "default_props_produce": defaults,
+    }
 
 
 CONFIGS = [(partitions, codec) for partitions in (1, 6) for codec in ("none", "zstd")]
@@ -280,21 +294,19 @@ def best_of(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     out = []
     for i, (partitions, codec) in enumerate(CONFIGS):
         samples = [r[i] for r in rounds]
-        out.append(
-            {
-                "partitions": partitions,
-                "compression": codec,
-                "produce": max((s["produce"] for s in samples), key=lambda f: f["records_per_sec"]),
-                "consume": max((s["consume"] for s in samples), key=lambda f: f["records_per_sec"]),
-                "produce_records_per_sec_by_round": [
-                    s["produce"]["records_per_sec"] for s in samples
-                ],
-                "consume_records_per_sec_by_round": [
-                    s["consume"]["records_per_sec"] for s in samples
-                ],
-            }
-        )
+        out.append({"partitions": partitions, "compression": codec, **_best_of_samples(samples)})
     return out
+
+
+def _best_of_samples(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration's rounds: the best produce and the best consume (each with its own
+    figures), and every round's rates."""
+    return {
+        "produce": max((s["produce"] for s in samples), key=lambda f: f["records_per_sec"]),
+        "consume": max((s["consume"] for s in samples), key=lambda f: f["records_per_sec"]),
+        "produce_records_per_sec_by_round": [s["produce"]["records_per_sec"] for s in samples],
+        "consume_records_per_sec_by_round": [s["consume"]["records_per_sec"] for s in samples],
+    }
 
 
 def best_kafka(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -303,24 +315,16 @@ def best_kafka(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     runs = []
     for i, (partitions, acks) in enumerate(KAFKA_CONFIGS):
         samples = [r["runs"][i] for r in rounds]
-        runs.append(
-            {
-                "partitions": partitions,
-                "acks": acks,
-                "produce": max((s["produce"] for s in samples), key=lambda f: f["records_per_sec"]),
-                "consume": max((s["consume"] for s in samples), key=lambda f: f["records_per_sec"]),
-                "produce_records_per_sec_by_round": [
-                    s["produce"]["records_per_sec"] for s in samples
-                ],
-                "consume_records_per_sec_by_round": [
-                    s["consume"]["records_per_sec"] for s in samples
-                ],
-            }
-        )
+        runs.append({"partitions": partitions, "acks": acks, **_best_of_samples(samples)})
     zc = [r["zero_copy"] for r in rounds]
     defaults = [r["default_props_produce"] for r in rounds]
+    python = [r["python_produce"] for r in rounds]
     return {
         "runs": runs,
+        "python_produce": {
+            **max(python, key=lambda d: d["records_per_sec"]),
+            "records_per_sec_by_round": [d["records_per_sec"] for d in python],
+        },
         "zero_copy": {
             **max(zc, key=lambda z: z["fetch_default_vs_loopback"]),
             "fetch_vs_loopback_by_round": [z["fetch_vs_loopback"] for z in zc],
@@ -336,10 +340,10 @@ def best_kafka(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def run_kafka_latency(
     kafka: dict[str, Any], records: int, size: int, work: Path, runs: int
 ) -> dict[str, Any]:
-    """librdkafka's producer (acks=1, its defaults otherwise) throttled to half of its best
-    1-partition acks=1 rate, ``runs`` times on fresh topics; the median p99 is reported."""
-    peak = next(r for r in kafka["runs"] if r["partitions"] == 1 and r["acks"] == "1")
-    half = peak["produce"]["records_per_sec"] / 2
+    """librdkafka's producer through Python (acks=1, its defaults otherwise) paced at half
+    of its best rate in the rounds, ``runs`` times on fresh topics; the median p99 is
+    reported. (rdkafka_performance cannot pace at these rates: see confluent_perf.py.)"""
+    half = kafka["python_produce"]["records_per_sec"] / 2
     (work / "kafka-latency").mkdir()
     broker = Broker(work / "kafka-latency" / "data", kafka=True)
     broker.start()
@@ -349,7 +353,7 @@ def run_kafka_latency(
             topic = f"kafka-latency-{i}"
             broker.create_topic(topic, 1)
             log(f"librdkafka: latency at half of the peak rate ({half:.0f} records/s)")
-            samples.append(kafka_produce(broker, topic, records // 2, size, "1", work, half))
+            samples.append(confluent_produce(broker, topic, records // 2, size, work, half))
     finally:
         broker.stop()
     median = sorted(samples, key=lambda s: s["p99_ms"])[len(samples) // 2]
@@ -438,6 +442,7 @@ def main() -> int:
     kafka_rounds: list[dict[str, Any]] = []
     peer_rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in peer_fns}
     try:
+        rdkafka_performance.ensure_built()  # before any timed phase
         if peer_fns:
             peers.ensure_installed()
         # Rounds interleave the systems, so a slow spell of the machine hits all of them.
@@ -586,7 +591,7 @@ def summary(result: dict[str, Any]) -> None:
           f"peak), {lat['partitions']}p {lat['compression']}, the run with the median p99: "
           f"p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, p99.9 {lat['p999_ms']} ms "
           f"(p99 of each run: {lat['p99_ms_by_run']} ms)")  # fmt: skip
-    print("\nKafka's protocol (librdkafka 2.x through confluent-kafka, its defaults but acks):")
+    print("\nKafka's protocol (librdkafka's rdkafka_performance, its defaults but acks):")
     for r in result["kafka"]["runs"]:
         name = f"librdkafka {r['partitions']}p acks={r['acks']}"
         p, c = r["produce"], r["consume"]
@@ -603,8 +608,11 @@ def summary(result: dict[str, Any]) -> None:
           f"64 MiB requests {zc['fetch']['bytes_per_sec'] / MB:,.0f} MB/s = "
           f"{zc['fetch_vs_loopback']:.2f}x a raw stream")  # fmt: skip
     klat = result["kafka"]["latency_at_half_peak"]
-    print(f"librdkafka produce latency at {klat['target_records_per_sec']:,.0f} records/s (half "
-          f"of peak), acks=1: p50 {klat['p50_ms']} ms, p99 {klat['p99_ms']} ms, p99.9 "
+    py = result["kafka"]["python_produce"]
+    print(f"{'librdkafka via Python 1p':<28}{py['records_per_sec']:>15,.0f}{py['mb_per_sec']:>9.1f}"
+          "   (confluent-kafka, acks=1)")  # fmt: skip
+    print(f"librdkafka (Python) produce latency at {klat['target_records_per_sec']:,.0f} records/s "
+          f"(half of its peak), acks=1: p50 {klat['p50_ms']} ms, p99 {klat['p99_ms']} ms, p99.9 "
           f"{klat['p999_ms']} ms (p99 of each run: {klat['p99_ms_by_run']} ms)")  # fmt: skip
     cmp = result["comparison"]
     if "kafka_produce_vs_peer" in cmp:

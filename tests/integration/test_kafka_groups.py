@@ -587,6 +587,10 @@ def test_load_in_progress_is_answered_with_its_message() -> None:
         async def run(self, group_id: str, operation: Any, on_error: Any) -> Any:
             return on_error(e.CoordinatorLoadInProgressError("__consumer_offsets-3 is loading"))
 
+        async def run_per_group(self, group_ids: Any, operation: Any, on_error: Any) -> Any:
+            loading = e.CoordinatorLoadInProgressError("__consumer_offsets-3 is loading")
+            return [on_error(g, loading) for g in group_ids]
+
     service = KafkaConsumerGroups(Loading())  # type: ignore[arg-type]
 
     def request(api_key: int, body: dict[str, Any]) -> KafkaRequest:

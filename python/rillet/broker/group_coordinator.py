@@ -39,7 +39,7 @@ import dataclasses
 import logging
 import random
 import struct
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -291,6 +291,22 @@ class GroupCoordinator:
             return on_error(err)
         assert result.response is not None
         return result.response
+
+    async def run_per_group(
+        self,
+        group_ids: Iterable[str],
+        operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]],
+        on_error: Callable[[str, KafkaError], R],
+    ) -> list[R]:
+        """A request naming several groups (DescribeGroups, DeleteGroups): each group is
+        run on its own shard, in the order given; answers concatenated."""
+        out: list[R] = []
+        for g in group_ids:
+            answer: list[R] = await self.run(
+                g, _for_group(operation, g), _for_group_error(on_error, g)
+            )
+            out.extend(answer)
+        return out
 
     async def run_parked(
         self,
@@ -564,6 +580,18 @@ def _replay(
                 shard.replay(entry.key, entry.value, producer_id=entry.producer_id)
         except KafkaError as e:  # a record this version cannot read: skip, say so
             _log.warning("%s: skipped an unreadable record: %s", tp, e)
+
+
+def _for_group(
+    operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]], group_id: str
+) -> Callable[[GroupCoordinatorShard, int], CoordinatorResult[list[R]]]:
+    return lambda shard, now: operation(shard, group_id)
+
+
+def _for_group_error(
+    on_error: Callable[[str, KafkaError], R], group_id: str
+) -> Callable[[KafkaError], list[R]]:
+    return lambda e: [on_error(group_id, e)]
 
 
 def _coordinator_error(err: KafkaError | None) -> KafkaError | None:

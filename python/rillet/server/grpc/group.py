@@ -3,7 +3,6 @@ on the group's shard, encode."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import grpc
@@ -12,8 +11,6 @@ from rillet.broker.coordinator_lookup import find_coordinator
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.coordinator.group import messages as m
-from rillet.coordinator.group.results import CoordinatorResult
-from rillet.coordinator.group.shard import GroupCoordinatorShard
 from rillet.coordinator.group.txn_offsets import error_txn_commit_response
 from rillet.errors import KafkaError
 from rillet.protocol import group_coordinator as conv
@@ -189,25 +186,10 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
         )
         return conv.list_groups_response(g for a in answers for g in a.groups)
 
-    async def _per_group(
-        self,
-        group_ids: Sequence[str],
-        operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]],
-        on_error: Callable[[str, KafkaError], R],
-    ) -> list[R]:
-        """A request naming several groups: each is run on its own shard."""
-        out: list[R] = []
-        for g in group_ids:
-            answer: list[R] = await self.coordinator.run(
-                g, _bind(operation, g), _bind_error(on_error, g)
-            )
-            out.extend(answer)
-        return out
-
     async def DescribeGroups(
         self, request: group_pb2.DescribeGroupsRequest, context: Context
     ) -> group_pb2.DescribeGroupsResponse:
-        described = await self._per_group(
+        described = await self.coordinator.run_per_group(
             list(request.groups),
             lambda shard, g: shard.describe_groups([g]),
             lambda g, e: m.DescribedGroup(g, "", error=e),
@@ -217,7 +199,7 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     async def ConsumerGroupDescribe(
         self, request: group_pb2.ConsumerGroupDescribeRequest, context: Context
     ) -> group_pb2.ConsumerGroupDescribeResponse:
-        described = await self._per_group(
+        described = await self.coordinator.run_per_group(
             list(request.group_ids),
             lambda shard, g: shard.consumer_group_describe([g]),
             lambda g, e: m.ConsumerGroupDescribeResult(g, e),
@@ -227,7 +209,7 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     async def DeleteGroups(
         self, request: group_pb2.DeleteGroupsRequest, context: Context
     ) -> group_pb2.DeleteGroupsResponse:
-        results = await self._per_group(
+        results = await self.coordinator.run_per_group(
             list(request.groups_names),
             lambda shard, g: shard.delete_groups([g]),
             lambda g, e: m.DeletableGroupResult(g, e),
@@ -244,15 +226,3 @@ def _commit_error(request: m.OffsetCommitRequest, error: KafkaError) -> m.Offset
             for t in request.topics
         )
     )
-
-
-def _bind(
-    operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]], group_id: str
-) -> Callable[[GroupCoordinatorShard, int], CoordinatorResult[list[R]]]:
-    return lambda shard, now: operation(shard, group_id)
-
-
-def _bind_error(
-    on_error: Callable[[str, KafkaError], R], group_id: str
-) -> Callable[[KafkaError], list[R]]:
-    return lambda e: [on_error(group_id, e)]

@@ -35,7 +35,7 @@ supports on a group, as a Kafka broker without an authorizer answers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import TypeVar
 
 from rillet.broker.group_coordinator import GroupCoordinator
@@ -85,22 +85,6 @@ class KafkaConsumerGroups:
             68: Served(0, 1, self.consumer_group_heartbeat),  # ConsumerGroupHeartbeat
             69: Served(0, 0, self.consumer_group_describe),  # ConsumerGroupDescribe
         }
-
-    async def _per_group(
-        self,
-        group_ids: Iterable[str],
-        operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]],
-        on_error: Callable[[str, KafkaError], R],
-    ) -> list[R]:
-        """A request naming several groups: each is run on its own shard (a group named
-        twice is answered once)."""
-        out: list[R] = []
-        for g in dict.fromkeys(group_ids):
-            answer: list[R] = await self.groups.run(
-                g, _bind(operation, g), _bind_error(on_error, g)
-            )
-            out.extend(answer)
-        return out
 
     # -- KIP-848 ------------------------------------------------------------------------------
 
@@ -158,8 +142,8 @@ class KafkaConsumerGroups:
 
     async def consumer_group_describe(self, req: KafkaRequest) -> Body:
         body = req.body
-        described = await self._per_group(
-            body["group_ids"],
+        described = await self.groups.run_per_group(
+            dict.fromkeys(body["group_ids"]),  # a group named twice is answered once
             lambda shard, g: shard.consumer_group_describe([g]),
             lambda g, e: m.ConsumerGroupDescribeResult(g, e),
         )
@@ -170,8 +154,8 @@ class KafkaConsumerGroups:
 
     async def describe_groups(self, req: KafkaRequest) -> Body:
         version, body = req.version, req.body
-        described = await self._per_group(
-            body["groups"],
+        described = await self.groups.run_per_group(
+            dict.fromkeys(body["groups"]),
             lambda shard, g: shard.describe_groups([g]),
             lambda g, e: m.DescribedGroup(g, "", error=e),
         )
@@ -235,8 +219,8 @@ class KafkaConsumerGroups:
         }
 
     async def delete_groups(self, req: KafkaRequest) -> Body:
-        results = await self._per_group(
-            req.body["groups_names"],
+        results = await self.groups.run_per_group(
+            dict.fromkeys(req.body["groups_names"]),
             lambda shard, g: shard.delete_groups([g]),
             lambda g, e: m.DeletableGroupResult(g, e),
         )
@@ -277,18 +261,6 @@ class KafkaConsumerGroups:
             "error_code": 0,
             "topics": [{"name": name, "partitions": ps} for name, ps in errors.items()],
         }
-
-
-def _bind(
-    operation: Callable[[GroupCoordinatorShard, str], CoordinatorResult[list[R]]], group_id: str
-) -> Callable[[GroupCoordinatorShard, int], CoordinatorResult[list[R]]]:
-    return lambda shard, now: operation(shard, group_id)
-
-
-def _bind_error(
-    on_error: Callable[[str, KafkaError], R], group_id: str
-) -> Callable[[KafkaError], list[R]]:
-    return lambda e: [on_error(group_id, e)]
 
 
 def _described_consumer_group(d: m.ConsumerGroupDescribeResult, with_operations: bool) -> Body:
