@@ -48,6 +48,7 @@ class ProduceRequestResult:
     __slots__ = (
         "_done",
         "_lock",
+        "_waiting",
         "base_offset",
         "error",
         "futures",
@@ -59,8 +60,12 @@ class ProduceRequestResult:
 
     def __init__(self, topic_partition: TopicPartition) -> None:
         self.topic_partition = topic_partition
-        self._done = threading.Event()
+        # Set once, under the lock. A condition to wait on is made only when a caller waits
+        # for an unfinished batch: most batches complete through callbacks, and a batch of
+        # Kafka's default 16 KiB is a few dozen records.
+        self._done = False
         self._lock = threading.Lock()
+        self._waiting: threading.Condition | None = None
         self.base_offset = -1
         self.log_append_time = -1
         self.log_start_offset = -1
@@ -71,10 +76,15 @@ class ProduceRequestResult:
 
     @property
     def is_done(self) -> bool:
-        return self._done.is_set()
+        return self._done
 
     def wait(self, timeout: float | None) -> bool:
-        return self._done.wait(timeout)
+        with self._lock:
+            if self._done:
+                return True
+            if self._waiting is None:
+                self._waiting = threading.Condition(self._lock)
+            return self._waiting.wait_for(lambda: self._done, timeout)
 
     def complete(
         self,
@@ -85,13 +95,15 @@ class ProduceRequestResult:
     ) -> None:
         """Record the batch's outcome, wake every ``get()`` and run the callbacks."""
         with self._lock:
-            if self._done.is_set():
+            if self._done:
                 return
             self.base_offset = base_offset
             self.log_append_time = log_append_time
             self.log_start_offset = log_start_offset
             self.error = error
-            self._done.set()
+            self._done = True
+            if self._waiting is not None:
+                self._waiting.notify_all()
             listeners, self.listeners = self.listeners, []
         for future, fn, args, kwargs, errback in listeners:
             self._run(future, fn, args, kwargs, errback)
@@ -100,7 +112,7 @@ class ProduceRequestResult:
 
     def metadata_for(self, future: FutureRecordMetadata) -> RecordMetadata | None:
         """``future``'s record metadata once the batch is acknowledged, else None."""
-        if not self._done.is_set() or self.error is not None:
+        if not self._done or self.error is not None:
             return None
         tp = self.topic_partition
         return RecordMetadata(
@@ -116,7 +128,7 @@ class ProduceRequestResult:
         )
 
     def get_for(self, future: FutureRecordMetadata, timeout: float | None) -> RecordMetadata:
-        if not self._done.wait(timeout):
+        if not self.wait(timeout):
             raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
         if self.error is not None:
             raise self.error
@@ -137,7 +149,7 @@ class ProduceRequestResult:
 
     def _listen(self, listener: _Listener) -> None:
         with self._lock:
-            if not self._done.is_set():
+            if not self._done:
                 self.listeners.append(listener)
                 return
         self._run(*listener)
