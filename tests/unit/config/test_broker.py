@@ -676,8 +676,19 @@ def test_the_example_server_properties() -> None:
     assert c.process_roles == {"broker", "controller"}
     assert dict(c.quorum_voters) == {1: HostPort("localhost", 9093)}
     assert c.log_dirs == (Path("/tmp/rillet-combined-logs"),)
-    assert [str(e) for e in c.listeners] == ["PLAINTEXT://:9092", "CONTROLLER://:9093"]
-    assert [str(e) for e in c.advertised_listeners] == ["PLAINTEXT://localhost:9092"]
+    assert [str(e) for e in c.listeners] == [
+        "PLAINTEXT://:9092",
+        "GRPC://:9094",
+        "CONTROLLER://:9093",
+    ]
+    assert [str(e) for e in c.advertised_listeners] == [
+        "PLAINTEXT://localhost:9092",
+        "GRPC://localhost:9094",
+    ]
+    # The embedded default's shape: Kafka's protocol on 9092, gRPC (and replication) on 9094.
+    assert [e.listener_name for e in c.kafka_listeners] == ["PLAINTEXT"]
+    assert [e.listener_name for e in c.grpc_listeners] == ["GRPC"]
+    assert c.inter_broker_listener_name == "GRPC"
     assert c.num_partitions == 1
     assert c.offsets_topic_replication_factor == 1
     assert c.topic_config()["retention.ms"] == 168 * 3_600_000
