@@ -59,6 +59,9 @@ class Sender:
                 "linger.ms": 2,
                 "message.timeout.ms": 120_000,
                 "topic.metadata.refresh.interval.ms": 1000,
+                # A paused leader holds its requests: give up on them after 5 s (librdkafka
+                # waits 30 s) and retry at the new leader, where idempotence dedupes them.
+                "request.timeout.ms": 5000,
             }
         )
         self.acked: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
