@@ -17,10 +17,10 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from rillet.client.admin import NewTopic
+from rillet import TopicPartition
 from tests.support.cluster import Cluster, eventually
 from tests.support.server_process import fetch_all
-from tests.support.workload import FAST_FAILURE_DETECTION
+from tests.support.workload import fault_cluster
 
 TOPIC, PARTITIONS, FAULTS = "kafka-protocol", 3, 4
 
@@ -29,21 +29,9 @@ pytestmark = pytest.mark.timeout(400)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("kafka-protocol"), voters=3, kafka=True)
-    for n in c.nodes.values():
-        n.extra.update(FAST_FAILURE_DETECTION)
-    try:
-        c.start()
-        with c.admin() as admin:
-            admin.create_topics(
-                [NewTopic(TOPIC, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})]
-            )
-        eventually(
-            lambda: all(len(c.partition(TOPIC, p).isr) == 3 for p in range(PARTITIONS)) or None
-        )
+    root = tmp_path_factory.mktemp("kafka-protocol")
+    with fault_cluster(root, TopicPartition(TOPIC, 0), partitions=PARTITIONS, kafka=True) as c:
         yield c
-    finally:
-        c.stop()
 
 
 class Sender:

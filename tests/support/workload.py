@@ -35,20 +35,28 @@ FAST_FAILURE_DETECTION = {
 
 @contextlib.contextmanager
 def fault_cluster(
-    root: Path, tp: TopicPartition, network: Network | None = None
+    root: Path,
+    tp: TopicPartition,
+    network: Network | None = None,
+    *,
+    partitions: int = 1,
+    kafka: bool = False,
 ) -> Iterator[Cluster]:
-    """Three combined nodes with :data:`FAST_FAILURE_DETECTION`, and ``tp``'s topic (one
-    partition, three replicas, ``min.insync.replicas=2``) fully in sync."""
-    c = Cluster(root, voters=3, network=network)
+    """Three combined nodes with :data:`FAST_FAILURE_DETECTION`, and ``tp``'s topic
+    (``partitions`` partitions, three replicas, ``min.insync.replicas=2``) fully in sync;
+    with ``kafka``, each broker serves Kafka's protocol too."""
+    c = Cluster(root, voters=3, network=network, kafka=kafka)
     for n in c.nodes.values():
         n.extra.update(FAST_FAILURE_DETECTION)
     try:
         c.start()
         with c.admin() as admin:
             admin.create_topics(
-                [NewTopic(tp.topic, 1, 3, topic_configs={"min.insync.replicas": "2"})]
+                [NewTopic(tp.topic, partitions, 3, topic_configs={"min.insync.replicas": "2"})]
             )
-        eventually(lambda: len(c.partition(tp.topic, tp.partition).isr) == 3 or None)
+        eventually(
+            lambda: all(len(c.partition(tp.topic, p).isr) == 3 for p in range(partitions)) or None
+        )
         yield c
     finally:
         c.stop()
