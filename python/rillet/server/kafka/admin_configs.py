@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -485,68 +485,73 @@ async def _alter(
 async def incremental_alter_configs(apis: BrokerApis, body: Body) -> Body:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on TOPIC and BROKER
     resources; ``validate_only`` checks without changing anything."""
-    resources: list[Body] = body["resources"]
-    errors = _resource_errors(resources)
-    changes: dict[int, tuple[ConfigResourceType, str, list[AlterConfigOp]]] = {}
     image = apis.image()
-    for i, r in enumerate(resources):
-        if i in errors:
-            continue
-        rtype, name, configs = r["resource_type"], r["resource_name"], r["configs"]
-        try:
-            _check_config_names(
-                configs,
-                [c["name"] for c in configs if c["config_operation"] != 1 and c["value"] is None],
-            )
-            ops: list[AlterConfigOp] = []
-            for c in configs:
-                kind = _OPS.get(c["config_operation"])
-                if kind is None:
-                    raise InvalidRequestError(f"Unknown operations type {c['config_operation']}")
-                ops.append(AlterConfigOp(c["name"], kind, c["value"] if kind != "DELETE" else None))
-            if rtype == BROKER:
-                _check_broker_name(apis, name)
-                props, ops = _broker_changes(image.broker_config(name), ops)
-                _validate_broker_configs(props, per_broker=bool(name))
-            elif rtype == TOPIC:
-                _check_topic_name(name)
-                ops = _topic_changes(image.topic_config(name), ops)
-            else:
-                raise _unsupported(rtype)
-        except KafkaError as e:
-            errors[i] = e
-            continue
-        changes[i] = (ConfigResourceType(rtype), name, ops)
-    return await _alter(apis, resources, changes, errors, bool(body["validate_only"]))
+
+    def ops_for(rtype: int, name: str, configs: list[Body]) -> list[AlterConfigOp]:
+        _check_config_names(
+            configs,
+            [c["name"] for c in configs if c["config_operation"] != 1 and c["value"] is None],
+        )
+        ops: list[AlterConfigOp] = []
+        for c in configs:
+            kind = _OPS.get(c["config_operation"])
+            if kind is None:
+                raise InvalidRequestError(f"Unknown operations type {c['config_operation']}")
+            ops.append(AlterConfigOp(c["name"], kind, c["value"] if kind != "DELETE" else None))
+        if rtype == BROKER:
+            _check_broker_name(apis, name)
+            props, ops = _broker_changes(image.broker_config(name), ops)
+            _validate_broker_configs(props, per_broker=bool(name))
+            return ops
+        if rtype == TOPIC:
+            _check_topic_name(name)
+            return _topic_changes(image.topic_config(name), ops)
+        raise _unsupported(rtype)
+
+    return await _alter_each(apis, body, ops_for)
 
 
 async def alter_configs(apis: BrokerApis, body: Body) -> Body:
     """AlterConfigs (the legacy form): each resource's dynamic configs become exactly those
     given; the ones not given are removed."""
+    image = apis.image()
+
+    def ops_for(rtype: int, name: str, configs: list[Body]) -> list[AlterConfigOp]:
+        _check_config_names(configs, [c["name"] for c in configs if c["value"] is None])
+        given: dict[str, Any] = {c["name"]: c["value"] for c in configs}
+        if rtype == BROKER:
+            _check_broker_name(apis, name)
+            _validate_broker_configs(given, per_broker=bool(name))
+            current: Mapping[str, str] = image.broker_config(name)
+        elif rtype == TOPIC:
+            _check_topic_name(name)
+            current = image.topic_config(name)
+        else:
+            raise _unsupported(rtype)
+        ops = [AlterConfigOp(k, "SET", v) for k, v in given.items()]
+        return ops + [AlterConfigOp(k, "DELETE") for k in sorted(current) if k not in given]
+
+    return await _alter_each(apis, body, ops_for)
+
+
+async def _alter_each(
+    apis: BrokerApis,
+    body: Body,
+    ops_for: Callable[[int, str, list[Body]], list[AlterConfigOp]],
+) -> Body:
+    """Each resource of an alter request turned into its changes by ``ops_for`` (a
+    KafkaError is that resource's answer), then applied (or only checked)."""
     resources: list[Body] = body["resources"]
     errors = _resource_errors(resources)
     changes: dict[int, tuple[ConfigResourceType, str, list[AlterConfigOp]]] = {}
-    image = apis.image()
     for i, r in enumerate(resources):
         if i in errors:
             continue
-        rtype, name, configs = r["resource_type"], r["resource_name"], r["configs"]
+        rtype, name = r["resource_type"], r["resource_name"]
         try:
-            _check_config_names(configs, [c["name"] for c in configs if c["value"] is None])
-            given: dict[str, Any] = {c["name"]: c["value"] for c in configs}
-            if rtype == BROKER:
-                _check_broker_name(apis, name)
-                _validate_broker_configs(given, per_broker=bool(name))
-                current: Mapping[str, str] = image.broker_config(name)
-            elif rtype == TOPIC:
-                _check_topic_name(name)
-                current = image.topic_config(name)
-            else:
-                raise _unsupported(rtype)
+            ops = ops_for(rtype, name, r["configs"])
         except KafkaError as e:
             errors[i] = e
             continue
-        ops = [AlterConfigOp(k, "SET", v) for k, v in given.items()]
-        ops += [AlterConfigOp(k, "DELETE") for k in sorted(current) if k not in given]
         changes[i] = (ConfigResourceType(rtype), name, ops)
     return await _alter(apis, resources, changes, errors, bool(body["validate_only"]))

@@ -43,6 +43,7 @@ __all__ = ["REQUEST_HEADER_MIN_BYTES", "KafkaApis", "SplicedResponse"]
 _log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
+_FETCH_VERSIONS = (4, 16)
 
 # api key, api version, correlation id: the first bytes of every request header.
 _HEADER_START = struct.Struct(">hhi")
@@ -90,7 +91,6 @@ class KafkaApis:
         self.schemas = schemas = _schema_versions()
         handlers: dict[int, Served] = {
             PRODUCE: Served(3, 11, self.produce),
-            FETCH: Served(4, 16, self._no_fetch),  # answered by _fetch, with its splices
             LIST_OFFSETS: Served(1, 7, self.list_offsets),
             METADATA: Served(0, 12, self.metadata),
             API_VERSIONS: Served(0, 4, self.api_versions),
@@ -102,9 +102,12 @@ class KafkaApis:
                 handlers[key] = served
         self.handlers: Mapping[int, Served] = handlers
         # Each served key's versions: what its handler reads, within what the schemas know.
+        # Fetch is answered by _fetch, whose record sets go out with sendfile.
+        versions = {key: (h.min_version, h.max_version) for key, h in handlers.items()}
+        versions[FETCH] = _FETCH_VERSIONS
         self.supported: dict[int, tuple[int, int]] = {
-            key: (max(h.min_version, schemas[key][0]), min(h.max_version, schemas[key][1]))
-            for key, h in handlers.items()
+            key: (max(lo, schemas[key][0]), min(hi, schemas[key][1]))
+            for key, (lo, hi) in versions.items()
         }
 
     async def handle(
@@ -206,9 +209,6 @@ class KafkaApis:
         )
 
     # -- records --------------------------------------------------------------------------
-
-    async def _no_fetch(self, req: KafkaRequest) -> Body:
-        raise AssertionError("Fetch is answered by _fetch")
 
     async def produce(self, req: KafkaRequest) -> Body | None:
         return await records.produce(self.apis, req.version, req.body)
