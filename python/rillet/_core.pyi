@@ -415,6 +415,15 @@ def kafka_encode_request(
 def kafka_decode_response(
     api_key: int, api_version: int, frame: Buffer
 ) -> tuple[int, dict[str, Any]]: ...
+def kafka_encode_produce_request(
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    acks: int,
+    timeout_ms: int,
+    topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[ClosedBatch]]]]],
+    transactional_id: str | None = None,
+) -> bytes: ...
 
 @final
 class ConsumerRecord:

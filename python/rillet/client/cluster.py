@@ -17,16 +17,28 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from rillet._core import FetchResponseView, decode_fetch_response
-from rillet.errors import KafkaError, KafkaTimeoutError, error_for_code
+from rillet.client.kafka_connection import KafkaConnection
+from rillet.errors import InvalidConfigurationError, KafkaError, KafkaTimeoutError, error_for_code
 from rillet.protocol import fetch_pb2, metadata_pb2, metadata_pb2_grpc, produce_pb2
 from rillet.types import TopicPartition
 
-__all__ = ["GRPC_OPTIONS", "ClusterMetadata", "FetchedResponse", "read_fetch_response"]
+__all__ = [
+    "GRPC_OPTIONS",
+    "TRANSPORTS",
+    "ClusterMetadata",
+    "FetchedResponse",
+    "read_fetch_response",
+]
+
+TRANSPORTS = ("grpc", "kafka")
+METADATA_API_KEY = 3
+# Metadata from v9 (flexible) to v12 (topic ids), as Kafka's own clients ask it.
+METADATA_VERSIONS = (9, 12)
 
 PRODUCE_METHOD = "/rillet.v1.ProduceService/Produce"
 FETCH_METHOD = "/rillet.v1.FetchService/Fetch"
@@ -68,13 +80,39 @@ class _Snapshot:
     updated_ms: int = 0
 
 
+@dataclass
+class _TopicMetadata:
+    name: str
+    error: KafkaError | None
+    topic_id: bytes
+    partitions: list[tuple[int, int, int]]  # (partition, leader id, leader epoch)
+
+
 class ClusterMetadata:
-    def __init__(self, bootstrap: list[str], request_timeout_ms: int = 30_000) -> None:
+    """``transport`` is how metadata and the producer's records travel: ``grpc`` (the
+    brokers' gRPC listeners) or ``kafka`` (their Kafka listeners, in Kafka's protocol; the
+    other calls then reach gRPC through the Kafka listener's relay)."""
+
+    def __init__(
+        self,
+        bootstrap: list[str],
+        request_timeout_ms: int = 30_000,
+        transport: str = "grpc",
+        client_id: str = "rillet",
+    ) -> None:
+        if transport not in TRANSPORTS:
+            raise InvalidConfigurationError(
+                f"Invalid value {transport} for configuration transport: "
+                f"String must be one of: {', '.join(TRANSPORTS)}"
+            )
         self.bootstrap = bootstrap
         self.request_timeout_ms = request_timeout_ms
+        self.transport = transport
+        self.client_id = client_id
         self._lock = threading.Lock()
         self._snapshot = _Snapshot()
         self._channels: dict[str, grpc.Channel] = {}
+        self._kafka: dict[str, KafkaConnection] = {}
         self._produce_calls: dict[str, ProduceCall] = {}
         self._fetch_calls: dict[str, FetchCall] = {}
         self._topics: set[str] = set()
@@ -112,12 +150,25 @@ class ClusterMetadata:
             )
         return call
 
+    def kafka_connection(self, address: str) -> KafkaConnection:
+        """The Kafka-protocol connection to the broker at ``address`` (a Kafka listener)."""
+        with self._lock:
+            conn = self._kafka.get(address)
+            if conn is None:
+                conn = self._kafka[address] = KafkaConnection(
+                    address, self.client_id, self.request_timeout_ms
+                )
+            return conn
+
     def close(self) -> None:
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
             self._produce_calls, self._fetch_calls = {}, {}
+            connections, self._kafka = list(self._kafka.values()), {}
         for ch in channels:
             ch.close()
+        for conn in connections:
+            conn.close()
 
     # -- refresh ---------------------------------------------------------------------------
 
@@ -128,41 +179,94 @@ class ClusterMetadata:
                 self._topics.update(topics)
             wanted = sorted(self._topics) if topics is not None else []
             known = list(self._snapshot.brokers.values())
-        request = metadata_pb2.MetadataRequest(
-            topics=wanted, allow_auto_topic_creation=allow_auto_create
-        )
         last: Exception | None = None
         for address in [*known, *self.bootstrap]:
-            stub = metadata_pb2_grpc.MetadataServiceStub(self.channel(address))
             try:
-                response = stub.Metadata(request, timeout=self.request_timeout_ms / 1000)
-            except grpc.RpcError as e:
+                if self.transport == "kafka":
+                    self._apply_kafka(
+                        self.kafka_connection(address).call(
+                            METADATA_API_KEY,
+                            METADATA_VERSIONS,
+                            {
+                                "topics": [{"name": t} for t in wanted]
+                                if topics is not None
+                                else None,
+                                "allow_auto_topic_creation": allow_auto_create,
+                            },
+                        )
+                    )
+                else:
+                    stub = metadata_pb2_grpc.MetadataServiceStub(self.channel(address))
+                    request = metadata_pb2.MetadataRequest(
+                        topics=wanted, allow_auto_topic_creation=allow_auto_create
+                    )
+                    self._apply_grpc(stub.Metadata(request, timeout=self.request_timeout_ms / 1000))
+            except (grpc.RpcError, KafkaError) as e:
                 last = e
                 continue
-            self._apply(response)
             return
         raise KafkaTimeoutError(f"could not reach any broker of {self.bootstrap}: {last}")
 
-    def _apply(self, r: metadata_pb2.MetadataResponse) -> None:
-        snap = _Snapshot(cluster_id=r.cluster_id, controller_id=r.controller_id)
-        snap.brokers = {b.node_id: f"{b.host}:{b.port}" for b in r.brokers}
+    def _apply_grpc(self, r: metadata_pb2.MetadataResponse) -> None:
+        self._apply(
+            r.cluster_id,
+            r.controller_id,
+            {b.node_id: f"{b.host}:{b.port}" for b in r.brokers},
+            [
+                _TopicMetadata(
+                    t.name,
+                    error_for_code(t.error_code)(t.error_message) if t.error_code else None,
+                    bytes(t.topic_id),
+                    [(p.partition, p.leader_id, p.leader_epoch) for p in t.partitions],
+                )
+                for t in r.topics
+            ],
+        )
+
+    def _apply_kafka(self, r: dict[str, Any]) -> None:
+        self._apply(
+            r.get("cluster_id") or "",
+            r.get("controller_id", -1),
+            {b["node_id"]: f"{b['host']}:{b['port']}" for b in r["brokers"]},
+            [
+                _TopicMetadata(
+                    t["name"],
+                    error_for_code(t["error_code"])() if t["error_code"] else None,
+                    t["topic_id"].bytes if t.get("topic_id") is not None else b"",
+                    [
+                        (p["partition_index"], p["leader_id"], p.get("leader_epoch", -1))
+                        for p in t["partitions"]
+                    ],
+                )
+                for t in r["topics"]
+            ],
+        )
+
+    def _apply(
+        self,
+        cluster_id: str,
+        controller_id: int,
+        brokers: dict[int, str],
+        topics: list[_TopicMetadata],
+    ) -> None:
+        snap = _Snapshot(cluster_id=cluster_id, controller_id=controller_id, brokers=brokers)
         with self._lock:
             old = self._snapshot
-        for t in r.topics:
-            if t.error_code:
-                snap.errors[t.name] = error_for_code(t.error_code)(t.error_message)
+        for t in topics:
+            if t.error is not None:
+                snap.errors[t.name] = t.error
                 continue
-            snap.partitions[t.name] = sorted(p.partition for p in t.partitions)
+            snap.partitions[t.name] = sorted(p for p, _, _ in t.partitions)
             if len(t.topic_id) == 16 and any(t.topic_id):
-                snap.topic_ids[uuid.UUID(bytes=bytes(t.topic_id))] = t.name
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition)
+                snap.topic_ids[uuid.UUID(bytes=t.topic_id)] = t.name
+            for partition, leader_id, leader_epoch in t.partitions:
+                tp = TopicPartition(t.name, partition)
                 known = old.leader_epochs.get(tp, -1)
-                if p.leader_epoch < known and old.leaders.get(tp, -1) in snap.brokers:
+                if leader_epoch < known and old.leaders.get(tp, -1) in snap.brokers:
                     # Stale: keep the newer leader already known (KIP-320).
                     snap.leaders[tp], snap.leader_epochs[tp] = old.leaders[tp], known
                 else:
-                    snap.leaders[tp], snap.leader_epochs[tp] = p.leader_id, p.leader_epoch
+                    snap.leaders[tp], snap.leader_epochs[tp] = leader_id, leader_epoch
         snap.updated_ms = time.monotonic_ns() // 1_000_000
         with self._lock:
             self._snapshot = snap

@@ -27,7 +27,7 @@ use crate::errors::kafka_error;
 
 static UUID_CLASS: GILOnceCell<PyObject> = GILOnceCell::new();
 
-fn to_py_err(err: kafka::Error) -> PyErr {
+pub(crate) fn to_py_err(err: kafka::Error) -> PyErr {
     match err {
         kafka::Error::UnknownApiKey { .. } | kafka::Error::UnsupportedVersion { .. } => {
             kafka_error("UnsupportedVersionError", err.to_string())
@@ -192,7 +192,10 @@ fn value_from_py(
             Value::Spliced(obj.extract().map_err(|_| wrong("a length"))?)
         }
         FieldType::Bytes | FieldType::Records => {
-            Value::Bytes(obj.extract().map_err(|_| wrong("bytes"))?)
+            // Read as a buffer: extracting a `Vec<u8>` would walk the bytes as a sequence of
+            // ints, a million Python calls for a 1 MiB record set.
+            let bytes: BytesArg<'_> = obj.extract().map_err(|_| wrong("bytes"))?;
+            Value::Bytes(bytes.as_slice().to_vec())
         }
         FieldType::Uuid => {
             let raw: Vec<u8> = match obj.extract::<Vec<u8>>() {

@@ -1,3 +1,5 @@
+use std::mem::MaybeUninit;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use rillet_protocol::grpc::{
@@ -6,6 +8,7 @@ use rillet_protocol::grpc::{
 };
 
 use rillet_core::record::batch::next_offset_after;
+use rillet_protocol::kafka::{self, RequestHeader, Value};
 
 use crate::accumulator::ClosedBatch;
 use crate::bytes::new_bytes;
@@ -13,6 +16,9 @@ use crate::errors::IntoPyResult;
 use crate::gil;
 use crate::log::FetchDataInfo;
 use crate::producer_state::AbortedTransaction;
+
+/// Kafka's api key of Produce.
+const PRODUCE_API_KEY: i16 = 0;
 
 /// (topic, [(partition, [batch, ...])]) as Python passes it.
 type TopicBatches = (String, Vec<(i32, Vec<Py<ClosedBatch>>)>);
@@ -55,6 +61,97 @@ fn encode_produce_request<'py>(
         });
         Ok(())
     })
+}
+
+/// A Kafka `Produce` request frame (api key 0 at `api_version`, size prefix included)
+/// carrying `topics` as `encode_produce_request` takes them: each partition's batches are
+/// its `records`, one after the other. The schema encoder writes everything but the
+/// batches, which are then copied once, straight into the returned bytes (with the GIL
+/// released for large requests).
+#[pyfunction]
+#[pyo3(signature = (
+    api_version, correlation_id, client_id, acks, timeout_ms, topics, transactional_id = None
+))]
+#[allow(clippy::too_many_arguments)]
+fn kafka_encode_produce_request<'py>(
+    py: Python<'py>,
+    api_version: i16,
+    correlation_id: i32,
+    client_id: Option<String>,
+    acks: i16,
+    timeout_ms: i32,
+    topics: Vec<TopicBatches>,
+    transactional_id: Option<String>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let batches: Vec<&[u8]> = topics
+        .iter()
+        .flat_map(|(_, partitions)| partitions.iter())
+        .flat_map(|(_, batches)| batches.iter().map(|b| &b.get().records[..]))
+        .collect();
+    let topic_data = topics
+        .iter()
+        .map(|(name, partitions)| {
+            let partition_data = partitions
+                .iter()
+                .map(|(index, batches)| {
+                    let len = batches.iter().map(|b| b.get().records.len()).sum();
+                    Value::Struct(vec![
+                        ("index", Value::Int((*index).into())),
+                        ("records", Value::Spliced(len)),
+                    ])
+                })
+                .collect();
+            Value::Struct(vec![
+                ("name", Value::Str(name.clone())),
+                ("partition_data", Value::Array(partition_data)),
+            ])
+        })
+        .collect();
+    let body = Value::Struct(vec![
+        ("transactional_id", transactional_id.into()),
+        ("acks", Value::Int(acks.into())),
+        ("timeout_ms", Value::Int(timeout_ms.into())),
+        ("topic_data", Value::Array(topic_data)),
+    ]);
+    let header = RequestHeader {
+        api_key: PRODUCE_API_KEY,
+        api_version,
+        correlation_id,
+        client_id,
+    };
+    let (frame, splices) =
+        kafka::encode_request_spliced(&header, &body).map_err(crate::kafka::to_py_err)?;
+    // One splice per partition, in order; each is filled by that partition's batches.
+    let mut partition_batches = topics
+        .iter()
+        .flat_map(|(_, partitions)| partitions.iter())
+        .map(|(_, batches)| batches.len());
+    let len = frame.len() + splices.iter().map(|(_, n)| n).sum::<usize>();
+    new_bytes(py, len, |buf| {
+        gil::run(py, len > gil::RELEASE_COPY_ABOVE_BYTES, || {
+            let mut at = 0;
+            let mut from = 0;
+            let mut next = batches.iter();
+            for &(offset, _) in &splices {
+                at = put(buf, at, &frame[from..offset]);
+                from = offset;
+                for batch in next.by_ref().take(partition_batches.next().unwrap_or(0)) {
+                    at = put(buf, at, batch);
+                }
+            }
+            at = put(buf, at, &frame[from..]);
+            debug_assert_eq!(at, buf.len());
+        });
+        Ok(())
+    })
+}
+
+/// Writes `src` into `buf` at `at`; the position after it.
+fn put(buf: &mut [MaybeUninit<u8>], at: usize, src: &[u8]) -> usize {
+    for (dst, byte) in buf[at..at + src.len()].iter_mut().zip(src) {
+        dst.write(*byte);
+    }
+    at + src.len()
 }
 
 /// One partition of a fetch response as the broker gives it to `encode_fetch_response`:
@@ -374,6 +471,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProducePartitionView>()?;
     m.add_class::<ProduceRequestView>()?;
     m.add_function(wrap_pyfunction!(encode_produce_request, m)?)?;
+    m.add_function(wrap_pyfunction!(kafka_encode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(decode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_fetch_response, m)?)?;
     m.add_function(wrap_pyfunction!(decode_fetch_response, m)?)

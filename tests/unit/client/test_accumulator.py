@@ -12,6 +12,9 @@ from rillet._core import (
     RecordAccumulator,
     decode_batches,
     encode_produce_request,
+    kafka_decode_request,
+    kafka_encode_produce_request,
+    kafka_encode_request,
     partition_for_key,
 )
 from rillet.client.futures import ProduceRequestResult
@@ -19,6 +22,7 @@ from rillet.errors import (
     InvalidConfigurationError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from rillet.protocol import produce_pb2
 from rillet.types import TopicPartition
@@ -193,3 +197,59 @@ def test_encoded_produce_requests_parse_with_the_generated_code() -> None:
                 t.partitions.add(partition=partition, record_batches=joined)
         assert produce_pb2.ProduceRequest.FromString(wire) == want
         assert wire == want.SerializeToString()  # the same bytes as the generated encoder
+
+
+@pytest.mark.parametrize("version", [3, 9, 11])
+def test_kafka_produce_requests_read_back_as_the_schema_encoder_writes_them(version: int) -> None:
+    acc, _ = accumulator(batch_size=1 << 20)
+    add_topic(acc, "a", 2)
+    add_topic(acc, "bb", 1)
+    for i in range(30):
+        acc.send("a", b"k%d" % i, b"v" * (i * 40))
+    acc.send("bb", None, b"x" * 300_000, None, 0)  # big enough to copy without the GIL
+    drained = acc.drain(acc.ready(flush=True).slots, 1 << 30)
+    topics: dict[str, list[tuple[int, list[ClosedBatch]]]] = {}
+    for d in drained:
+        assert isinstance(d.batch, ClosedBatch)
+        topics.setdefault(d.topic_partition.topic, []).append(
+            (d.topic_partition.partition, [d.batch])
+        )
+    topics["bb"][0][1].extend(topics["a"][0][1])  # two batches in one partition's records
+    for acks, tx in ((1, None), (-1, "tx-1"), (0, None)):
+        frame = kafka_encode_produce_request(
+            version, 77, "cid", acks, 30_000, list(topics.items()), tx
+        )
+        body = {
+            "transactional_id": tx,
+            "acks": acks,
+            "timeout_ms": 30_000,
+            "topic_data": [
+                {
+                    "name": name,
+                    "partition_data": [
+                        {"index": p, "records": b"".join(bytes(b) for b in batches)}
+                        for p, batches in parts
+                    ],
+                }
+                for name, parts in topics.items()
+            ],
+        }
+        assert frame == kafka_encode_request(0, version, 77, "cid", body)
+        api_key, got_version, correlation_id, client_id, decoded = kafka_decode_request(frame[4:])
+        assert (api_key, got_version, correlation_id, client_id) == (0, version, 77, "cid")
+        got = {
+            (t["name"], p["index"]): bytes(p["records"])
+            for t in decoded["topic_data"]
+            for p in t["partition_data"]
+        }
+        assert got == {
+            (name, p): b"".join(bytes(b) for b in batches)
+            for name, parts in topics.items()
+            for p, batches in parts
+        }
+        assert len(decode_batches(got[("bb", 0)])) == 2
+
+
+def test_kafka_produce_requests_check_the_version() -> None:
+    with pytest.raises(UnsupportedVersionError):
+        kafka_encode_produce_request(99, 1, None, 1, 30_000, [])

@@ -22,12 +22,12 @@ def _response(leader: int, epoch: int) -> metadata_pb2.MetadataResponse:
 
 def test_an_older_leader_epoch_does_not_replace_a_newer_one() -> None:
     cluster = ClusterMetadata(["h1:9092"])
-    cluster._apply(_response(leader=1, epoch=3))
+    cluster._apply_grpc(_response(leader=1, epoch=3))
     assert (cluster.leader_address(TP), cluster.leader_epoch(TP)) == ("h1:9092", 3)
-    cluster._apply(_response(leader=2, epoch=4))
+    cluster._apply_grpc(_response(leader=2, epoch=4))
     assert (cluster.leader_address(TP), cluster.leader_epoch(TP)) == ("h2:9092", 4)
     # A broker cut off since epoch 3 still names broker 1.
-    cluster._apply(_response(leader=1, epoch=3))
+    cluster._apply_grpc(_response(leader=1, epoch=3))
     assert (cluster.leader_address(TP), cluster.leader_epoch(TP)) == ("h2:9092", 4)
-    cluster._apply(_response(leader=3, epoch=5))
+    cluster._apply_grpc(_response(leader=3, epoch=5))
     assert (cluster.leader_address(TP), cluster.leader_epoch(TP)) == ("h3:9092", 5)

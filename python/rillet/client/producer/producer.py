@@ -98,6 +98,9 @@ class Producer:
         "max_in_flight_requests_per_connection": 5,
         "transactional_id": None,
         "transaction_timeout_ms": 60000,
+        # How records travel (Rillet's own): "grpc", or "kafka" for Kafka's protocol on the
+        # brokers' Kafka listeners (bootstrap_servers must name those).
+        "transport": "grpc",
     }
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -154,7 +157,10 @@ class Producer:
         )
         self._append = self._accumulator.send
         self._cluster = ClusterMetadata(
-            parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
+            parse_bootstrap(c["bootstrap_servers"]),
+            int(c["request_timeout_ms"]),
+            str(c["transport"]),
+            str(c["client_id"]),
         )
         self._txn = (
             None

@@ -28,11 +28,16 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
-from rillet._core import ClosedBatch, RecordAccumulator, encode_produce_request
+from rillet._core import (
+    ClosedBatch,
+    RecordAccumulator,
+    encode_produce_request,
+    kafka_encode_produce_request,
+)
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.futures import ProduceRequestResult
 from rillet.client.producer.idempotence import IdempotentState
@@ -56,6 +61,27 @@ _log = logging.getLogger(__name__)
 # of a partition into one request, up to 64 of Kafka's default 16 KiB batches in a 1 MiB
 # request, and keeps two such requests in flight).
 MAX_UNACKED_BATCHES_PER_PARTITION = 128
+
+PRODUCE_API_KEY = 0
+# Produce from v3 (record batches, transactional ids) to v11 (the last that names topics).
+PRODUCE_VERSIONS = (3, 11)
+
+
+class _KafkaPartitionResult(NamedTuple):
+    """A partition of a Kafka Produce response, read as gRPC's ``ProduceResponse.Partition``
+    is. Kafka's has no offset per batch: a retry goes alone (:meth:`Sender._due_retries`)."""
+
+    error_code: int
+    error_message: str
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    batch_base_offsets: tuple[int, ...] = ()
+
+
+# What acks=0 gets for each partition: no answer, so no offset.
+_UNACKNOWLEDGED = _KafkaPartitionResult(0, "", -1, -1, -1)
+PartitionResult = _KafkaPartitionResult | produce_pb2.ProduceResponse.Partition
 
 
 def now_ms() -> int:
@@ -275,7 +301,10 @@ class Sender:
         due: list[InFlightBatch] = []
         for slot, waiting in by_slot.items():
             if self._on_wire[slot] == 0 and min(b.retry_at for b in waiting) <= now:
-                due.extend(sorted(waiting, key=lambda b: b.created_ms))
+                waiting.sort(key=lambda b: b.created_ms)
+                # Kafka's Produce response has one offset per partition, so where a retry
+                # may be a duplicate, each batch needs its own answer.
+                due.extend(waiting[:1] if self._cluster.transport == "kafka" else waiting)
         return due
 
     def _drainable(self, ready: list[int]) -> tuple[list[int], list[int] | None]:
@@ -418,6 +447,7 @@ class Sender:
                 continue
             by_leader[address].append(b)
         timeout_ms = int(self.config["request_timeout_ms"])
+        transactional_id = None if self._txn is None else self._txn.transactional_id
         for address, group in by_leader.items():
             # A partition's batches (a retry first, then newer ones) go one after the other
             # in its one entry: a request names each partition once.
@@ -425,40 +455,103 @@ class Sender:
             for b in group:
                 assert b.records is not None  # batches that failed to close are not sent
                 topics.setdefault(b.tp.topic, {}).setdefault(b.tp.partition, []).append(b.records)
-            # The request's wire bytes come from Rust, one copy of each batch; the call sends
-            # them as they are.
-            # A transactional producer names its transactional id, so that a partition
-            # leader can verify with the coordinator before the transaction's first write to
-            # it (KIP-890).
-            request = encode_produce_request(
-                self._acks,
-                timeout_ms,
-                [(topic, list(parts.items())) for topic, parts in topics.items()],
-                None if self._txn is None else self._txn.transactional_id,
-            )
+            entries = [(topic, list(parts.items())) for topic, parts in topics.items()]
             with self._lock:
                 self._in_flight_requests += 1
                 for b in group:
                     self._on_wire[b.slot] += 1
+            # The request's wire bytes come from Rust, one copy of each batch, and are sent
+            # as they are. A transactional producer names its transactional id, so that a
+            # partition leader can verify with the coordinator before the transaction's
+            # first write to it (KIP-890).
+            if self._cluster.transport == "kafka":
+                self._cluster.kafka_connection(address).request(
+                    PRODUCE_API_KEY,
+                    PRODUCE_VERSIONS,
+                    functools.partial(
+                        self._encode_kafka, self._acks, timeout_ms, entries, transactional_id
+                    ),
+                    functools.partial(self._on_kafka_response, address, group),
+                    expect_response=self._acks != 0,
+                )
+                continue
+            request = encode_produce_request(self._acks, timeout_ms, entries, transactional_id)
             future = self._cluster.produce_call(address).future(
                 request, timeout=timeout_ms / 1000 + 5
             )
-            future.add_done_callback(functools.partial(self._on_response, address, group))
+            future.add_done_callback(functools.partial(self._on_grpc_response, address, group))
 
-    def _on_response(self, address: str, group: list[InFlightBatch], future: Any) -> None:
+    def _encode_kafka(
+        self,
+        acks: int,
+        timeout_ms: int,
+        entries: list[tuple[str, list[tuple[int, list[ClosedBatch]]]]],
+        transactional_id: str | None,
+        version: int,
+        correlation_id: int,
+    ) -> bytes:
+        return kafka_encode_produce_request(
+            version,
+            correlation_id,
+            self._cluster.client_id,
+            acks,
+            timeout_ms,
+            entries,
+            transactional_id,
+        )
+
+    def _on_grpc_response(self, address: str, group: list[InFlightBatch], future: Any) -> None:
         """Runs on a gRPC thread when a ProduceRequest is answered (or fails)."""
         try:
-            try:
-                response = future.result()
-            except grpc.RpcError as e:
-                for b in group:
-                    self._retry(b, KafkaTimeoutError(f"produce to {address} failed: {e.code()}"))
-                return
+            response = future.result()
+        except grpc.RpcError as e:
+            error = KafkaTimeoutError(f"produce to {address} failed: {e.code()}")
+            self._on_results(group, {}, error)
+            return
+        results: dict[TopicPartition, PartitionResult] = {
+            TopicPartition(t.name, p.partition): p for t in response.topics for p in t.partitions
+        }
+        self._on_results(group, results, None)
+
+    def _on_kafka_response(
+        self,
+        address: str,
+        group: list[InFlightBatch],
+        body: dict[str, Any] | None,
+        error: KafkaError | None,
+    ) -> None:
+        """Runs on the connection's reader thread when a Produce request is answered (or
+        fails), or at once for acks=0, which has no answer."""
+        results: dict[TopicPartition, PartitionResult] = {}
+        if error is None and body is None:
+            results = {b.tp: _UNACKNOWLEDGED for b in group}
+        elif body is not None:
             results = {
-                TopicPartition(t.name, p.partition): p
-                for t in response.topics
-                for p in t.partitions
+                TopicPartition(t["name"], p["index"]): _KafkaPartitionResult(
+                    p["error_code"],
+                    p.get("error_message") or "",
+                    p["base_offset"],
+                    p.get("log_append_time_ms", -1),
+                    p.get("log_start_offset", -1),
+                )
+                for t in body["responses"]
+                for p in t["partition_responses"]
             }
+        self._on_results(group, results, error)
+
+    def _on_results(
+        self,
+        group: list[InFlightBatch],
+        results: dict[TopicPartition, PartitionResult],
+        error: KafkaError | None,
+    ) -> None:
+        """Complete, retry or fail a request's batches from its partitions' results, or all
+        of them with ``error`` when the request failed."""
+        try:
+            if error is not None:
+                for b in group:
+                    self._on_error(b, error)
+                return
             # A partition's batches were appended together: each starts where the one before
             # it in the request ended, unless the broker lists each batch's offset (some were
             # retries it already had).
@@ -500,9 +593,7 @@ class Sender:
         else:
             self._fail(b, err)
 
-    def _complete(
-        self, b: InFlightBatch, r: produce_pb2.ProduceResponse.Partition, offset_delta: int
-    ) -> None:
+    def _complete(self, b: InFlightBatch, r: PartitionResult, offset_delta: int) -> None:
         self._accumulator.release(b.reserved)
         self._notify_memory()
         acked = self._acks != 0 and r.base_offset >= 0

@@ -145,6 +145,24 @@ fn decode_request_with(frame: &[u8], records_in_place: bool) -> Result<(RequestH
 
 /// A request frame, size prefix included.
 pub fn encode_request(header: &RequestHeader, body: &Value) -> Result<Vec<u8>> {
+    let (frame, splices) = encode_request_spliced(header, body)?;
+    if splices.is_empty() {
+        Ok(frame)
+    } else {
+        Err(Error::InvalidValue {
+            context: format!("request api key {} v{}", header.api_key, header.api_version),
+            reason: "spliced records, which only encode_request_spliced writes".into(),
+        })
+    }
+}
+
+/// A request frame, size prefix included, whose [`Value::Spliced`] record sets are left
+/// out, as [`encode_response_spliced`] does for responses: a producer writes its batches
+/// into the gaps, each copied once.
+pub fn encode_request_spliced(
+    header: &RequestHeader,
+    body: &Value,
+) -> Result<(Vec<u8>, Vec<Splice>)> {
     let registry = registry();
     let request = registry
         .request(header.api_key)
@@ -166,8 +184,10 @@ pub fn encode_request(header: &RequestHeader, body: &Value) -> Result<Vec<u8>> {
         &header_value,
         &mut frame,
     )?;
-    request.encode_into(header.api_version, body, &mut frame)?;
-    finish_frame(frame, &request.name)
+    let splices = request.encode_into_spliced(header.api_version, body, &mut frame)?;
+    let spliced: usize = splices.iter().map(|(_, len)| len).sum();
+    let frame = finish_frame_with(frame, spliced, &request.name)?;
+    Ok((frame, splices))
 }
 
 /// A response frame, size prefix included.
@@ -245,11 +265,6 @@ pub fn decode_response(api_key: i16, api_version: i16, frame: &[u8]) -> Result<(
     let body = response.decode_from(api_version, &mut reader)?;
     response.expect_end(api_version, &reader)?;
     Ok((correlation_id, body))
-}
-
-/// Writes the size prefix of `frame`, whose first 4 bytes were reserved for it.
-fn finish_frame(frame: Vec<u8>, message: &str) -> Result<Vec<u8>> {
-    finish_frame_with(frame, 0, message)
 }
 
 /// Writes the size prefix of `frame` (its first 4 bytes), counting `spliced` bytes sent

@@ -1,0 +1,273 @@
+"""A client connection to a broker's Kafka listener, for the client's Kafka-protocol
+transport (``transport="kafka"``).
+
+Requests are framed by the caller's thread, which writes them; one reader thread per
+connection reads the responses, matches each to its request by correlation id and hands
+the decoded body to the request's callback. The first request of a connection is
+ApiVersions, and every request goes out at the highest version both sides know
+(:meth:`KafkaConnection.request` takes the range the caller can encode).
+
+A request unanswered after ``request_timeout_ms`` closes the connection, as Kafka's
+clients do: its responses could no longer be trusted to follow. Whatever is outstanding
+when a connection closes fails with a retriable error (``NetworkError``, or
+``KafkaTimeoutError`` for the timeout), and the next request opens a new connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rillet._core import kafka_decode_response, kafka_encode_request
+from rillet.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+
+__all__ = ["API_VERSIONS", "KafkaConnection", "Response"]
+
+_log = logging.getLogger(__name__)
+
+API_VERSIONS = 18
+_API_VERSIONS_VERSION = 3
+# Responses bigger than this are refused (and the connection closed): the client's own
+# requests never ask for more.
+_MAX_RESPONSE_BYTES = 256 << 20
+_SIZE = struct.Struct(">i")
+
+# A request's outcome: the decoded response body (None when none is expected), or why
+# there is none.
+Response = Callable[[dict[str, Any] | None, KafkaError | None], None]
+
+
+@dataclass(slots=True)
+class _Pending:
+    api_key: int
+    version: int
+    on_done: Response
+    deadline: float
+
+
+class KafkaConnection:
+    """One broker's connection, opened on the first request. Thread safe."""
+
+    def __init__(self, address: str, client_id: str, request_timeout_ms: int) -> None:
+        host, _, port = address.rpartition(":")
+        self.address = address
+        self._host, self._port = host.strip("[]"), int(port)
+        self._client_id = client_id
+        self._timeout_s = request_timeout_ms / 1000
+        self._lock = threading.Lock()  # guards the fields below and orders writes
+        self._sock: socket.socket | None = None
+        self._versions: dict[int, tuple[int, int]] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self._closed = False
+
+    # -- requests --------------------------------------------------------------------------
+
+    def request(
+        self,
+        api_key: int,
+        versions: tuple[int, int],
+        encode: Callable[[int, int], bytes],
+        on_done: Response,
+        expect_response: bool = True,
+    ) -> None:
+        """Send one request: ``encode(version, correlation_id)`` frames it, at the highest
+        version in ``versions`` the broker has too. ``on_done`` runs once, on the reader
+        thread (or on this one, when the request could not be sent or expects no
+        response)."""
+        try:
+            with self._lock:
+                sock = self._connected()
+                version = self._pick(api_key, versions)
+                correlation_id = self._correlation_id()
+                frame = encode(version, correlation_id)
+                if expect_response:
+                    self._pending[correlation_id] = _Pending(
+                        api_key, version, on_done, time.monotonic() + self._timeout_s
+                    )
+                try:
+                    sock.sendall(frame)
+                except OSError as e:
+                    self._pending.pop(correlation_id, None)
+                    self._shut(sock)
+                    raise NetworkError(f"sending to {self.address} failed: {e}") from e
+        except KafkaError as e:
+            on_done(None, e)
+            return
+        if not expect_response:
+            on_done(None, None)
+
+    def call(self, api_key: int, versions: tuple[int, int], body: dict[str, Any]) -> dict[str, Any]:
+        """A request from a dict body, waiting for its response (metadata and the like)."""
+        done = threading.Event()
+        outcome: list[Any] = []
+
+        def on_done(response: dict[str, Any] | None, error: KafkaError | None) -> None:
+            outcome[:] = [response, error]
+            done.set()
+
+        self.request(
+            api_key,
+            versions,
+            lambda v, cid: kafka_encode_request(api_key, v, cid, self._client_id, body),
+            on_done,
+        )
+        if not done.wait(self._timeout_s + 1):
+            raise KafkaTimeoutError(f"no response from {self.address} in {self._timeout_s} s")
+        response: dict[str, Any] | None = outcome[0]
+        if outcome[1] is not None:
+            raise outcome[1]
+        assert response is not None
+        return response
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            sock = self._sock
+        if sock is not None:
+            self._fail_all(sock, NetworkError(f"connection to {self.address} closed"))
+
+    # -- the connection --------------------------------------------------------------------
+
+    def _correlation_id(self) -> int:
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        return self._next_id
+
+    def _pick(self, api_key: int, versions: tuple[int, int]) -> int:
+        known = self._versions.get(api_key)
+        lo, hi = versions
+        if known is None or known[1] < lo or known[0] > hi:
+            raise UnsupportedVersionError(
+                f"{self.address} does not serve api key {api_key} at versions {lo}-{hi}"
+            )
+        return min(hi, known[1])
+
+    def _connected(self) -> socket.socket:
+        """The open socket, connecting (and asking ApiVersions) first if there is none
+        (call under the lock)."""
+        if self._closed:
+            raise NetworkError(f"connection to {self.address} closed")
+        if self._sock is not None:
+            return self._sock
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._versions = self._api_versions(sock)
+        except (OSError, EOFError, KafkaError) as e:
+            # EOF: the listener closed on ApiVersions (one that does not speak Kafka's protocol).
+            raise NetworkError(f"connecting to {self.address} failed: {e}") from e
+        # Reads block for at most a second, so the reader notices requests timing out.
+        sock.settimeout(1.0)
+        self._sock = sock
+        threading.Thread(
+            target=self._read, args=(sock,), name=f"rillet-kafka-{self.address}", daemon=True
+        ).start()
+        return sock
+
+    def _api_versions(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
+        correlation_id = self._correlation_id()
+        body = {"client_software_name": "rillet", "client_software_version": "0"}
+        sock.sendall(
+            kafka_encode_request(
+                API_VERSIONS, _API_VERSIONS_VERSION, correlation_id, self._client_id, body
+            )
+        )
+        _, response = kafka_decode_response(API_VERSIONS, _API_VERSIONS_VERSION, _read_frame(sock))
+        if response["error_code"]:
+            raise error_for_code(response["error_code"])(
+                f"ApiVersions v{_API_VERSIONS_VERSION} refused by {self.address}"
+            )
+        return {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+
+    def _read(self, sock: socket.socket) -> None:
+        """The reader thread: completes requests as their responses come, until the
+        connection closes or a request times out."""
+        try:
+            while True:
+                try:
+                    frame = _read_frame(sock)
+                except TimeoutError:
+                    self._check_deadlines(sock)
+                    continue
+                correlation_id = _SIZE.unpack_from(frame)[0]
+                with self._lock:
+                    pending = self._pending.pop(correlation_id, None)
+                if pending is None:
+                    raise NetworkError(
+                        f"{self.address} answered correlation id {correlation_id}, "
+                        "which no request has"
+                    )
+                try:
+                    _, body = kafka_decode_response(pending.api_key, pending.version, frame)
+                except KafkaError as e:
+                    pending.on_done(None, e)
+                    raise
+                pending.on_done(body, None)
+        except KafkaTimeoutError as e:
+            self._fail_all(sock, e)
+        except (OSError, EOFError, KafkaError) as e:
+            self._fail_all(sock, NetworkError(f"connection to {self.address}: {e}"))
+        except Exception as e:  # a callback's bug must not leave requests waiting forever
+            _log.exception("reading from %s failed", self.address)
+            self._fail_all(sock, NetworkError(f"connection to {self.address}: {e}"))
+
+    def _check_deadlines(self, sock: socket.socket) -> None:
+        now = time.monotonic()
+        with self._lock:
+            late = any(p.deadline < now for p in self._pending.values())
+        if late:
+            raise KafkaTimeoutError(
+                f"a request to {self.address} had no response in {self._timeout_s} s"
+            )
+
+    def _shut(self, sock: socket.socket) -> None:
+        """Close ``sock`` and forget it (call under the lock); its reader fails what is
+        outstanding on it."""
+        if self._sock is sock:
+            self._sock = None
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+
+    def _fail_all(self, sock: socket.socket, error: KafkaError) -> None:
+        with self._lock:
+            self._shut(sock)
+            pending, self._pending = list(self._pending.values()), {}
+        for p in pending:
+            try:
+                p.on_done(None, error)
+            except Exception:
+                _log.exception("a request's callback failed")
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    """One response frame, without its size prefix."""
+    size = _SIZE.unpack(_read_exactly(sock, 4))[0]
+    if not 4 <= size <= _MAX_RESPONSE_BYTES:
+        raise NetworkError(f"a response of {size} bytes")
+    return _read_exactly(sock, size)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise EOFError("the broker closed the connection")
+        got += k
+    return bytes(buf)
