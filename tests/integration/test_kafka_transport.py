@@ -195,3 +195,13 @@ def test_a_refused_connection_is_a_retriable_network_error() -> None:
     with pytest.raises(NetworkError) as e:
         conn.call(3, (9, 12), {"topics": None})
     assert e.value.retriable
+
+
+def test_auto_speaks_what_the_bootstrap_listener_serves(server: ServerProcess) -> None:
+    server.create_topic("transport-auto", 1)
+    for bootstrap, transport in ((server.kafka_bootstrap, "kafka"), (server.bootstrap, "grpc")):
+        with Producer(bootstrap_servers=bootstrap) as p:  # transport="auto", the default
+            p.send("transport-auto", transport.encode()).get(10)
+            assert p._cluster.transport == transport
+    values = [r.value for r in fetch_all(server.bootstrap, "transport-auto", 0)]
+    assert values == [b"kafka", b"grpc"]

@@ -35,7 +35,7 @@ __all__ = [
     "read_fetch_response",
 ]
 
-TRANSPORTS = ("grpc", "kafka")
+TRANSPORTS = ("auto", "grpc", "kafka")
 METADATA_API_KEY = 3
 # Metadata from v9 (flexible) to v12 (topic ids), as Kafka's own clients ask it.
 METADATA_VERSIONS = (9, 12)
@@ -90,8 +90,11 @@ class _TopicMetadata:
 
 class ClusterMetadata:
     """``transport`` is how metadata and the producer's records travel: ``grpc`` (the
-    brokers' gRPC listeners) or ``kafka`` (their Kafka listeners, in Kafka's protocol; the
-    other calls then reach gRPC through the Kafka listener's relay)."""
+    brokers' gRPC listeners), ``kafka`` (their Kafka listeners, in Kafka's protocol; the other
+    calls then reach gRPC through the Kafka listener's relay), or ``auto``: Kafka's protocol
+    when the bootstrap servers are Kafka listeners, gRPC when they are gRPC listeners (which
+    close a connection that opens with Kafka's ApiVersions). ``auto`` settles on the first
+    metadata answer, and :attr:`transport` then says which."""
 
     def __init__(
         self,
@@ -181,29 +184,36 @@ class ClusterMetadata:
             known = list(self._snapshot.brokers.values())
         last: Exception | None = None
         for address in [*known, *self.bootstrap]:
-            try:
-                if self.transport == "kafka":
+            transport = self.transport
+            if transport != "grpc":
+                try:
                     self._apply_kafka(
                         self.kafka_connection(address).call(
                             METADATA_API_KEY,
                             METADATA_VERSIONS,
                             {
-                                "topics": [{"name": t} for t in wanted]
-                                if topics is not None
-                                else None,
+                                "topics": None if topics is None else [{"name": t} for t in wanted],
                                 "allow_auto_topic_creation": allow_auto_create,
                             },
                         )
                     )
-                else:
-                    stub = metadata_pb2_grpc.MetadataServiceStub(self.channel(address))
-                    request = metadata_pb2.MetadataRequest(
-                        topics=wanted, allow_auto_topic_creation=allow_auto_create
-                    )
-                    self._apply_grpc(stub.Metadata(request, timeout=self.request_timeout_ms / 1000))
-            except (grpc.RpcError, KafkaError) as e:
+                    self.transport = "kafka"
+                    return
+                except KafkaError as e:
+                    last = e
+                    if transport == "kafka":
+                        continue
+                    # auto: not a Kafka listener (it closed on ApiVersions), or unreachable.
+            stub = metadata_pb2_grpc.MetadataServiceStub(self.channel(address))
+            request = metadata_pb2.MetadataRequest(
+                topics=wanted, allow_auto_topic_creation=allow_auto_create
+            )
+            try:
+                self._apply_grpc(stub.Metadata(request, timeout=self.request_timeout_ms / 1000))
+            except grpc.RpcError as e:
                 last = e
                 continue
+            self.transport = "grpc"
             return
         raise KafkaTimeoutError(f"could not reach any broker of {self.bootstrap}: {last}")
 

@@ -164,10 +164,14 @@ class KafkaConnection:
             return self._sock
         try:
             sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
+        except OSError as e:
+            raise NetworkError(f"connecting to {self.address} failed: {e}") from e
+        try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._versions = self._api_versions(sock)
         except (OSError, EOFError, KafkaError) as e:
             # EOF: the listener closed on ApiVersions (one that does not speak Kafka's protocol).
+            sock.close()
             raise NetworkError(f"connecting to {self.address} failed: {e}") from e
         # Reads block for at most a second, so the reader notices requests timing out.
         sock.settimeout(1.0)

@@ -98,9 +98,10 @@ class Producer:
         "max_in_flight_requests_per_connection": 5,
         "transactional_id": None,
         "transaction_timeout_ms": 60000,
-        # How records travel (Rillet's own): "grpc", or "kafka" for Kafka's protocol on the
-        # brokers' Kafka listeners (bootstrap_servers must name those).
-        "transport": "grpc",
+        # How records travel (Rillet's own config): "auto" speaks whatever bootstrap_servers
+        # serve, Kafka's protocol on a Kafka listener (faster: bench/README.md) and gRPC on a
+        # gRPC listener; "kafka" or "grpc" insist on one.
+        "transport": "auto",
     }
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
