@@ -124,10 +124,15 @@ def produce(broker: Broker, topic: str, records: int, size: int, codec: str, wor
     return r
 
 
-def consume(broker: Broker, topic: str, records: int, size: int, work: Path) -> dict[str, Any]:
-    out = work / f"consume-{topic}.json"
+def consume(broker: Broker, topic: str, records: int, size: int, work: Path,
+            transport: str = "grpc") -> dict[str, Any]:  # fmt: skip
+    """``rillet consumer-perf-test`` from the beginning of ``topic``, bootstrapped from the
+    broker's gRPC listener or (``transport="kafka"``) its Kafka listener: the consumer
+    speaks what the listener serves."""
+    out = work / f"consume-{topic}-{transport}.json"
+    bootstrap = broker.kafka_bootstrap if transport == "kafka" else broker.bootstrap
     argv = rillet("consumer-perf-test", "--topic", topic, "--messages", str(records),
-                  "--bootstrap-server", broker.bootstrap, "--json", str(out),
+                  "--bootstrap-server", bootstrap, "--json", str(out),
                   "--timeout", "30000")  # fmt: skip
     r = run_tool(argv, out)
     if r["records"] != records:
@@ -229,7 +234,14 @@ def run_kafka_round(broker: Broker, records: int, size: int, work: Path, round_n
     defaults_kafka = default_props_produce(
         broker, "defaults-kafka-p1", records, size, work, transport="kafka"
     )
+    log(f"rillet consumer-perf-test over gRPC and over Kafka's protocol (round {round_no})")
+    consume_grpc = consume(broker, "defaults-p1", records, size, work)
+    consume_kafka = consume(broker, "defaults-p1", records, size, work, transport="kafka")
+    for transport, c in (("gRPC", consume_grpc), ("Kafka", consume_kafka)):
+        log(f"    {transport}: {c['records_per_sec']:,.0f} records/s")
     return {
+        "rillet_consume_grpc": consume_grpc,
+        "rillet_consume_kafka": consume_kafka,
         "runs": runs,
         "python_produce": python,
         "zero_copy": zc,
@@ -348,6 +360,13 @@ def best_kafka(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "default_props_produce_kafka": {
             **max(defaults_kafka, key=lambda d: d["records_per_sec"]),
             "records_per_sec_by_round": [d["records_per_sec"] for d in defaults_kafka],
+        },
+        **{
+            key: {
+                **max((r[key] for r in rounds), key=lambda d: d["records_per_sec"]),
+                "records_per_sec_by_round": [r[key]["records_per_sec"] for r in rounds],
+            }
+            for key in ("rillet_consume_grpc", "rillet_consume_kafka")
         },
     }
 
@@ -544,6 +563,11 @@ def compare(result: dict[str, Any]) -> dict[str, Any]:
             "default_props_produce_kafka_transport_records_per_sec": kafka[
                 "default_props_produce_kafka"
             ]["records_per_sec"],
+            # Rillet's own client over each transport, same broker, same round.
+            "rillet_produce_kafka_vs_grpc": kafka["default_props_produce_kafka"]["records_per_sec"]
+            / kafka["default_props_produce"]["records_per_sec"],
+            "rillet_consume_kafka_vs_grpc": kafka["rillet_consume_kafka"]["records_per_sec"]
+            / kafka["rillet_consume_grpc"]["records_per_sec"],
             "p99_half_peak_ms": kafka["latency_at_half_peak"]["p99_ms"],
             "p99_half_peak_ms_grpc": result["rillet"]["latency_at_half_peak"]["p99_ms"],
             "p99_half_peak_ms_target": 10,
@@ -627,6 +651,10 @@ def summary(result: dict[str, Any]) -> None:
     print(f"{'rillet perf-test, defaults':<28}{d['records_per_sec']:>15,.0f}"
           f"{d['records_per_sec'] * result['record_size'] / MB:>9.1f}   (transport=kafka, "
           "acks=all, 16 KiB batches)")  # fmt: skip
+    for key, how in (("rillet_consume_grpc", "gRPC"), ("rillet_consume_kafka", "Kafka protocol")):
+        d = result["kafka"][key]
+        print(f"{'rillet consumer-perf-test':<28}{'':>24}{d['records_per_sec']:>16,.0f}"
+              f"{d['mb_per_sec_1e6']:>9.1f}   ({how})")  # fmt: skip
     zc = result["kafka"]["zero_copy"]
     print(f"zero-copy fetch, 1 MiB requests: {zc['fetch_default']['bytes_per_sec'] / MB:,.0f} "
           f"MB/s = {zc['fetch_default_vs_loopback']:.2f}x raw loopback sendfile in 1 MiB round "

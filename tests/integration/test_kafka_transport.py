@@ -1,8 +1,10 @@
-"""Rillet's producer over Kafka's protocol (``transport="kafka"``) against a real
-``rillet server start`` process: records produced with each acks setting, idempotently and
-in a transaction, read back byte for byte over gRPC; a broker killed with -9 and restarted
-mid-stream loses no acknowledged record and duplicates none; a broker that stops answering
-fails the requests with a timeout and the next request reconnects."""
+"""Rillet's producer and consumer over Kafka's protocol (``transport="kafka"``, or
+``auto`` on a Kafka listener) against a real ``rillet server start`` process: records
+produced with each acks setting, idempotently and in a transaction, read back byte for byte
+over gRPC and by the consumer over Kafka's protocol (in a group too, and read_committed); a
+broker killed with -9 and restarted mid-stream loses no acknowledged record and duplicates
+none; a broker that stops answering fails the requests with a timeout and the next request
+reconnects."""
 
 from __future__ import annotations
 
@@ -82,16 +84,18 @@ def test_transactions_commit_over_the_kafka_listener(server: ServerProcess) -> N
         for i in range(10):
             p.send("transport-txn", b"committed-%d" % i)
         p.commit_transaction()
-    consumer = Consumer(
-        bootstrap_servers=server.bootstrap,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=3000,
-    )
-    consumer.assign([TopicPartition("transport-txn", 0)])
-    values = [r.value for r in consumer]
-    consumer.close()
-    assert values == [b"committed-%d" % i for i in range(10)]
+    for bootstrap, transport in ((server.bootstrap, "grpc"), (server.kafka_bootstrap, "kafka")):
+        consumer = Consumer(
+            bootstrap_servers=bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=3000,
+        )
+        consumer.assign([TopicPartition("transport-txn", 0)])
+        values = [r.value for r in consumer]
+        assert consumer._cluster.transport == transport
+        consumer.close()
+        assert values == [b"committed-%d" % i for i in range(10)]
 
 
 def test_an_unknown_transport_is_a_config_error(server: ServerProcess) -> None:
@@ -205,3 +209,40 @@ def test_auto_speaks_what_the_bootstrap_listener_serves(server: ServerProcess) -
             assert p._cluster.transport == transport
     values = [r.value for r in fetch_all(server.bootstrap, "transport-auto", 0)]
     assert values == [b"kafka", b"grpc"]
+
+
+def test_a_group_consumer_reads_over_kafkas_protocol(server: ServerProcess) -> None:
+    """Fetches go over Kafka's protocol; JoinGroup, SyncGroup and the offset commit reach
+    gRPC through the Kafka listener's relay. A second consumer of the group starts from the
+    committed offset."""
+    server.create_topic("transport-group", 3)
+    with Producer(bootstrap_servers=server.kafka_bootstrap, linger_ms=1) as p:
+        for i in range(300):
+            p.send("transport-group", b"g%d" % i, key=b"%d" % (i % 17))
+    consumer = Consumer(
+        "transport-group",
+        bootstrap_servers=server.kafka_bootstrap,
+        group_id="transport-g",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+    )
+    seen = []
+    for r in consumer:
+        seen.append(r.value)
+        if len(seen) == 300:
+            break
+    assert consumer._cluster.transport == "kafka"
+    consumer.commit()
+    consumer.close()
+    assert sorted(seen) == sorted(b"g%d" % i for i in range(300))
+    with Producer(bootstrap_servers=server.kafka_bootstrap) as p:
+        p.send("transport-group", b"after", partition=0)
+    again = Consumer(
+        "transport-group",
+        bootstrap_servers=server.kafka_bootstrap,
+        group_id="transport-g",
+        consumer_timeout_ms=5000,
+    )
+    assert [r.value for r in again] == [b"after"]
+    again.close()

@@ -45,9 +45,12 @@ _API_VERSIONS_VERSION = 3
 _MAX_RESPONSE_BYTES = 256 << 20
 _SIZE = struct.Struct(">i")
 
-# A request's outcome: the decoded response body (None when none is expected), or why
-# there is none.
-Response = Callable[[dict[str, Any] | None, KafkaError | None], None]
+# A request's outcome: the decoded response (None when none is expected), or why there is
+# none.
+Response = Callable[[Any, KafkaError | None], None]
+# How a response frame (after its size prefix) is read, given its version; by default
+# into a dict by Kafka's schemas.
+Decode = Callable[[int, bytes], Any]
 
 
 @dataclass(slots=True)
@@ -56,6 +59,7 @@ class _Pending:
     version: int
     on_done: Response
     deadline: float
+    decode: Decode | None
 
 
 class KafkaConnection:
@@ -83,11 +87,12 @@ class KafkaConnection:
         encode: Callable[[int, int], bytes],
         on_done: Response,
         expect_response: bool = True,
+        decode: Decode | None = None,
     ) -> None:
         """Send one request: ``encode(version, correlation_id)`` frames it, at the highest
-        version in ``versions`` the broker has too. ``on_done`` runs once, on the reader
-        thread (or on this one, when the request could not be sent or expects no
-        response)."""
+        version in ``versions`` the broker has too, and ``decode`` reads its response (by
+        default a dict by Kafka's schemas). ``on_done`` runs once, on the reader thread (or
+        on this one, when the request could not be sent or expects no response)."""
         try:
             with self._lock:
                 sock = self._connected()
@@ -96,7 +101,7 @@ class KafkaConnection:
                 frame = encode(version, correlation_id)
                 if expect_response:
                     self._pending[correlation_id] = _Pending(
-                        api_key, version, on_done, time.monotonic() + self._timeout_s
+                        api_key, version, on_done, time.monotonic() + self._timeout_s, decode
                     )
                 try:
                     sock.sendall(frame)
@@ -115,7 +120,7 @@ class KafkaConnection:
         done = threading.Event()
         outcome: list[Any] = []
 
-        def on_done(response: dict[str, Any] | None, error: KafkaError | None) -> None:
+        def on_done(response: Any, error: KafkaError | None) -> None:
             outcome[:] = [response, error]
             done.set()
 
@@ -215,7 +220,10 @@ class KafkaConnection:
                         "which no request has"
                     )
                 try:
-                    _, body = kafka_decode_response(pending.api_key, pending.version, frame)
+                    if pending.decode is not None:
+                        body = pending.decode(pending.version, frame)
+                    else:
+                        _, body = kafka_decode_response(pending.api_key, pending.version, frame)
                 except KafkaError as e:
                     pending.on_done(None, e)
                     raise

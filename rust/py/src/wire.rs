@@ -390,6 +390,84 @@ fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<FetchResponseV
     })
 }
 
+/// Kafka's api key of Fetch.
+const FETCH_API_KEY: i16 = 1;
+
+/// Read a Kafka `Fetch` response frame (the bytes after its size prefix) of `api_version`
+/// (4-12: topics by name) in place, as [`decode_fetch_response`] reads gRPC's: each
+/// partition's record batches located in `frame`, not copied. Bytes that do not follow the
+/// schema raise CorruptRecordError.
+#[pyfunction]
+fn kafka_decode_fetch_response(
+    py: Python<'_>,
+    api_version: i16,
+    frame: &[u8],
+) -> PyResult<FetchResponseView> {
+    let corrupt = |reason: String| {
+        crate::errors::kafka_error("CorruptRecordError", format!("a Fetch response: {reason}"))
+    };
+    if !(4..=12).contains(&api_version) {
+        return Err(crate::errors::kafka_error(
+            "UnsupportedVersionError",
+            format!("Fetch v{api_version} responses name topics by id; read v4-12"),
+        ));
+    }
+    let (_, body) = kafka::decode_response_in_place(FETCH_API_KEY, api_version, frame)
+        .map_err(|e| corrupt(e.to_string()))?;
+    let int = |v: &Value, key: &str| v.get(key).and_then(Value::as_int).unwrap_or(-1);
+    let mut partitions = Vec::new();
+    for t in body
+        .get("responses")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+    {
+        let name = t.get("topic").and_then(Value::as_str).unwrap_or_default();
+        let name = PyString::new(py, name).unbind();
+        for p in t
+            .get("partitions")
+            .and_then(Value::as_array)
+            .unwrap_or_default()
+        {
+            let (records_start, records_end) = match p.get("records") {
+                Some(&Value::InPlace { offset, len }) => (offset, offset + len),
+                _ => (0, 0),
+            };
+            let diverging_epoch = p
+                .get("diverging_epoch")
+                .map(|d| (int(d, "epoch") as i32, int(d, "end_offset")))
+                .filter(|&(epoch, _)| epoch >= 0);
+            let aborted = p.get("aborted_transactions").and_then(Value::as_array);
+            let view = FetchedPartitionView {
+                topic: name.clone_ref(py),
+                partition: int(p, "partition_index") as i32,
+                error_code: int(p, "error_code") as i32,
+                error_message: String::new(),
+                high_watermark: int(p, "high_watermark"),
+                last_stable_offset: int(p, "last_stable_offset"),
+                log_start_offset: int(p, "log_start_offset"),
+                diverging_epoch,
+                aborted_transactions: aborted
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|a| AbortedTransaction {
+                        producer_id: int(a, "producer_id"),
+                        first_offset: int(a, "first_offset"),
+                    })
+                    .collect(),
+                records_start,
+                records_end,
+                next_offset: next_offset_after(&frame[records_start..records_end]).unwrap_or(-1),
+            };
+            partitions.push(Py::new(py, view)?);
+        }
+    }
+    Ok(FetchResponseView {
+        error_code: int(&body, "error_code") as i32,
+        error_message: String::new(),
+        partitions,
+    })
+}
+
 /// One partition of a produce request read in place: its `record_batches` are bytes
 /// `start..end` of the request.
 #[pyclass(module = "rillet._core", frozen, get_all)]
@@ -474,5 +552,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kafka_encode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(decode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_fetch_response, m)?)?;
+    m.add_function(wrap_pyfunction!(kafka_decode_fetch_response, m)?)?;
     m.add_function(wrap_pyfunction!(decode_fetch_response, m)?)
 }

@@ -91,6 +91,11 @@ class Consumer:
         "metadata_max_age_ms": 300000,
         "isolation_level": "read_uncommitted",
         "client_rack": "",
+        # How records travel (Rillet's own config): "auto" speaks whatever bootstrap_servers
+        # serve, Kafka's protocol on a Kafka listener and gRPC on a gRPC listener; "kafka" or
+        # "grpc" insist on one. Group and offset calls go over gRPC either way (through a
+        # Kafka listener's relay).
+        "transport": "auto",
     }
 
     def __init__(self, *topics: str | Mapping[str, Any], **kwargs: Any) -> None:
@@ -159,7 +164,10 @@ class Consumer:
         key_deserializer = self._deserializer(c["key_deserializer"], "key_deserializer")
         value_deserializer = self._deserializer(c["value_deserializer"], "value_deserializer")
         self._cluster = ClusterMetadata(
-            parse_bootstrap(c["bootstrap_servers"]), int(c["request_timeout_ms"])
+            parse_bootstrap(c["bootstrap_servers"]),
+            int(c["request_timeout_ms"]),
+            str(c["transport"]),
+            str(c["client_id"]),
         )
         self._subscriptions = SubscriptionState()
         self._fetcher = Fetcher(

@@ -27,13 +27,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
-from rillet._core import AbortedTransactionFilter, ConsumerRecord, decode_consumer_records
-from rillet.client.cluster import ClusterMetadata
+from rillet._core import (
+    AbortedTransactionFilter,
+    ConsumerRecord,
+    decode_consumer_records,
+    kafka_decode_fetch_response,
+    kafka_encode_request,
+)
+from rillet.client.cluster import ClusterMetadata, FetchedResponse
 from rillet.client.consumer.subscription import PartitionState, SubscriptionState
 from rillet.errors import (
     CorruptRecordError,
@@ -52,6 +59,12 @@ __all__ = ["Deserializer", "Fetcher"]
 
 _log = logging.getLogger(__name__)
 
+FETCH_API_KEY = 1
+# Fetch from v4 (isolation levels) to v12 (the last that names topics), sessionless.
+FETCH_VERSIONS = (4, 12)
+# A fetch in flight: gRPC's future, or one the Kafka connection completes.
+FetchFuture = Future[FetchedResponse] | grpc.Future  # type: ignore[type-arg]
+
 Deserializer = Callable[[bytes | None], Any]
 
 
@@ -60,7 +73,7 @@ class _InFlightFetch:
     fetch_id: int
     address: str
     offsets: dict[TopicPartition, int]
-    future: grpc.Future  # type: ignore[type-arg]
+    future: FetchFuture
     # Each partition's generation when the fetch went out.
     generations: dict[TopicPartition, int] = field(default_factory=dict)
 
@@ -310,22 +323,28 @@ class Fetcher:
                 continue
             by_leader.setdefault(address, {})[tp] = fetch_offset
         for address, offsets in by_leader.items():
-            request = fetch_pb2.FetchRequest(
-                max_wait_ms=int(self.config["fetch_max_wait_ms"]),
-                min_bytes=int(self.config["fetch_min_bytes"]),
-                max_bytes=int(self.config["fetch_max_bytes"]),
-                isolation_level=self.isolation_level,
-                rack_id=str(self.config["client_rack"] or ""),
-            )
-            for topic, parts in _by_topic(offsets).items():
-                request.topics.add(
-                    name=topic,
-                    partitions=[
-                        self._fetch_partition(TopicPartition(topic, p), o) for p, o in parts
-                    ],
+            future: FetchFuture
+            if self.cluster.transport == "kafka":
+                future = self._kafka_fetch(address, offsets)
+            else:
+                request = fetch_pb2.FetchRequest(
+                    max_wait_ms=int(self.config["fetch_max_wait_ms"]),
+                    min_bytes=int(self.config["fetch_min_bytes"]),
+                    max_bytes=int(self.config["fetch_max_bytes"]),
+                    isolation_level=self.isolation_level,
+                    rack_id=str(self.config["client_rack"] or ""),
                 )
-            timeout = (self.config["request_timeout_ms"] + self.config["fetch_max_wait_ms"]) / 1000
-            future = self.cluster.fetch_call(address).future(request, timeout=timeout)
+                for topic, parts in _by_topic(offsets).items():
+                    request.topics.add(
+                        name=topic,
+                        partitions=[
+                            self._fetch_partition(TopicPartition(topic, p), o) for p, o in parts
+                        ],
+                    )
+                timeout = (
+                    self.config["request_timeout_ms"] + self.config["fetch_max_wait_ms"]
+                ) / 1000
+                future = self.cluster.fetch_call(address).future(request, timeout=timeout)
             generations = {}
             for tp in offsets:
                 state = self.subscriptions.assignment[tp]
@@ -337,21 +356,78 @@ class Fetcher:
             )
 
     def _fetch_partition(self, tp: TopicPartition, offset: int) -> fetch_pb2.FetchRequest.Partition:
-        """With the leader epoch from metadata (a deposed or newer leader refuses the fetch)
-        and, at the position, the epoch of the record before it (the leader answers where its
-        log diverged, KIP-320)."""
         out = fetch_pb2.FetchRequest.Partition(
             partition=tp.partition,
             fetch_offset=offset,
             partition_max_bytes=int(self.config["max_partition_fetch_bytes"]),
         )
-        epoch = self.cluster.leader_epoch(tp)
-        if epoch is not None:
-            out.current_leader_epoch = epoch
-        state = self.subscriptions.assignment[tp]
-        if state.last_epoch is not None and offset == state.position:
-            out.last_fetched_epoch = state.last_epoch
+        leader_epoch, last_fetched_epoch = self._epochs(tp, offset)
+        if leader_epoch is not None:
+            out.current_leader_epoch = leader_epoch
+        if last_fetched_epoch is not None:
+            out.last_fetched_epoch = last_fetched_epoch
         return out
+
+    def _epochs(self, tp: TopicPartition, offset: int) -> tuple[int | None, int | None]:
+        """A fetch's leader epoch from metadata (a deposed or newer leader refuses the fetch)
+        and, at the position, the epoch of the record before it (the leader answers where its
+        log diverged, KIP-320)."""
+        state = self.subscriptions.assignment[tp]
+        last = state.last_epoch if offset == state.position else None
+        return self.cluster.leader_epoch(tp), last
+
+    def _kafka_fetch(self, address: str, offsets: dict[TopicPartition, int]) -> FetchFuture:
+        """A Fetch request in Kafka's protocol (sessionless: each names its partitions),
+        answered as gRPC's are: the response bytes, and its batches located in them."""
+        future: Future[FetchedResponse] = Future()
+        partition_max_bytes = int(self.config["max_partition_fetch_bytes"])
+        topics = []
+        for topic, parts in _by_topic(offsets).items():
+            partitions = []
+            for p, offset in parts:
+                leader_epoch, last_fetched_epoch = self._epochs(TopicPartition(topic, p), offset)
+                partitions.append(
+                    {
+                        "partition": p,
+                        "current_leader_epoch": -1 if leader_epoch is None else leader_epoch,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1
+                        if last_fetched_epoch is None
+                        else last_fetched_epoch,
+                        "partition_max_bytes": partition_max_bytes,
+                    }
+                )
+            topics.append({"topic": topic, "partitions": partitions})
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": int(self.config["fetch_max_wait_ms"]),
+            "min_bytes": int(self.config["fetch_min_bytes"]),
+            "max_bytes": int(self.config["fetch_max_bytes"]),
+            "isolation_level": int(self.isolation_level),
+            "topics": topics,
+            "rack_id": str(self.config["client_rack"] or ""),
+        }
+
+        def encode(version: int, correlation_id: int) -> bytes:
+            return kafka_encode_request(
+                FETCH_API_KEY, version, correlation_id, self.cluster.client_id, body
+            )
+
+        def done(response: Any, error: KafkaError | None) -> None:
+            with contextlib.suppress(InvalidStateError):  # cancelled: the consumer closed
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(response)
+
+        self.cluster.kafka_connection(address).request(
+            FETCH_API_KEY,
+            FETCH_VERSIONS,
+            encode,
+            done,
+            decode=lambda version, frame: (frame, kafka_decode_fetch_response(version, frame)),
+        )
+        return future
 
     def await_fetches(self, timeout_s: float, wakeup: threading.Event) -> bool:
         """Wait up to ``timeout_s`` for an in-flight fetch and handle every finished one;
@@ -386,7 +462,7 @@ class Fetcher:
                 state.fetching = False
         try:
             data, view = f.future.result()
-        except grpc.RpcError as e:
+        except (grpc.RpcError, KafkaError) as e:
             _log.debug("fetch from %s failed: %s", f.address, e)
             backoff = time.monotonic() + self._retry_backoff_s()
             for tp in f.offsets:

@@ -557,6 +557,7 @@ class Sender:
             # retries it already had).
             offset_delta: dict[TopicPartition, int] = {}
             index: dict[TopicPartition, int] = {}
+            acked: list[tuple[InFlightBatch, PartitionResult, int]] = []
             for b in group:
                 r = results.get(b.tp)
                 if r is None:
@@ -566,11 +567,13 @@ class Sender:
                 elif r.batch_base_offsets:
                     i = index.get(b.tp, 0)
                     index[b.tp] = i + 1
-                    self._complete(b, r, r.batch_base_offsets[i] - r.base_offset)
+                    acked.append((b, r, r.batch_base_offsets[i] - r.base_offset))
                 else:
                     delta = offset_delta.get(b.tp, 0)
                     offset_delta[b.tp] = delta + b.count
-                    self._complete(b, r, delta)
+                    acked.append((b, r, delta))
+            if acked:
+                self._complete(acked)
         except Exception as e:  # a user callback or interceptor must not wedge the producer
             _log.exception("handling a produce response failed")
             for b in group:
@@ -593,21 +596,27 @@ class Sender:
         else:
             self._fail(b, err)
 
-    def _complete(self, b: InFlightBatch, r: PartitionResult, offset_delta: int) -> None:
-        self._accumulator.release(b.reserved)
+    def _complete(self, acked: list[tuple[InFlightBatch, PartitionResult, int]]) -> None:
+        """Complete a response's acknowledged batches, each with its offset from the
+        partition's base: their memory goes back and their sequences are recorded at once,
+        then each batch's callbacks run, in request order."""
+        self._accumulator.release(sum(b.reserved for b, _, _ in acked))
         self._notify_memory()
-        acked = self._acks != 0 and r.base_offset >= 0
-        if self._idem is not None and b.base_sequence >= 0:
+        if self._idem is not None:
             with self._lock:
-                self._idem.on_acknowledged(b.slot, b.base_sequence, b.count)
-        b.result.complete(
-            r.base_offset + offset_delta if acked else -1, r.log_append_time_ms, r.log_start_offset
-        )
-        for interceptor in self._interceptors:
-            on_ack = getattr(interceptor, "on_acknowledgement", None)
-            if on_ack is not None:
-                for fut in b.result.futures:
-                    on_ack(fut.value, None)
+                for b, _, _ in acked:
+                    if b.base_sequence >= 0:
+                        self._idem.on_acknowledged(b.slot, b.base_sequence, b.count)
+        for b, r, offset_delta in acked:
+            base_offset = (
+                r.base_offset + offset_delta if self._acks != 0 and r.base_offset >= 0 else -1
+            )
+            b.result.complete(base_offset, r.log_append_time_ms, r.log_start_offset)
+            for interceptor in self._interceptors:
+                on_ack = getattr(interceptor, "on_acknowledgement", None)
+                if on_ack is not None:
+                    for fut in b.result.futures:
+                        on_ack(fut.value, None)
 
     def _fail(self, b: InFlightBatch, err: BaseException) -> None:
         self._accumulator.release(b.reserved)

@@ -244,6 +244,25 @@ pub fn encode_response_spliced(
 /// Reads a response `frame` (the bytes after its 4-byte size) to a request of `api_key` at
 /// `api_version`: its correlation id and body.
 pub fn decode_response(api_key: i16, api_version: i16, frame: &[u8]) -> Result<(i32, Value)> {
+    decode_response_with(api_key, api_version, frame, false)
+}
+
+/// As [`decode_response`], with each `records` field read as a [`Value::InPlace`]: where
+/// its bytes are in `frame` (a consumer decodes fetched batches from there).
+pub fn decode_response_in_place(
+    api_key: i16,
+    api_version: i16,
+    frame: &[u8],
+) -> Result<(i32, Value)> {
+    decode_response_with(api_key, api_version, frame, true)
+}
+
+fn decode_response_with(
+    api_key: i16,
+    api_version: i16,
+    frame: &[u8],
+    records_in_place: bool,
+) -> Result<(i32, Value)> {
     let correlation_id = frame
         .get(..4)
         .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
@@ -262,7 +281,7 @@ pub fn decode_response(api_key: i16, api_version: i16, frame: &[u8]) -> Result<(
         .get("correlation_id")
         .and_then(Value::as_int)
         .unwrap_or_default() as i32;
-    let body = response.decode_from(api_version, &mut reader)?;
+    let body = response.decode_from_with(api_version, &mut reader, records_in_place)?;
     response.expect_end(api_version, &reader)?;
     Ok((correlation_id, body))
 }
