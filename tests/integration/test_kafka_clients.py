@@ -24,18 +24,15 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 
 from rillet import Consumer, Producer
 from tests.integration import kafka_clients as kc
-from tests.support.server_process import ServerProcess, free_port
+from tests.support.server_process import ServerProcess, free_port, serving
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path_factory.mktemp("kafka-clients") / "data", kafka=True)
-    s.start()
-    yield s
-    s.stop()
-    assert "Traceback" not in s.output(), s.output()[-5000:]
+    with serving(tmp_path_factory.mktemp("kafka-clients") / "data", kafka=True) as s:
+        yield s
 
 
 def kcat(server: ServerProcess, *args: str, stdin: bytes | None = None) -> bytes:

@@ -20,18 +20,15 @@ from rillet._core import kafka_decode_request, kafka_encode_response
 from rillet.client.kafka_connection import API_VERSIONS, KafkaConnection
 from rillet.errors import InvalidConfigurationError, KafkaError, KafkaTimeoutError, NetworkError
 from rillet.types import TopicPartition
-from tests.support.server_process import ServerProcess, fetch_all
+from tests.support.server_process import ServerProcess, fetch_all, serving
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path_factory.mktemp("kafka-transport") / "data", kafka=True)
-    s.start()
-    yield s
-    s.stop()
-    assert "Traceback" not in s.output(), s.output()[-5000:]
+    with serving(tmp_path_factory.mktemp("kafka-transport") / "data", kafka=True) as s:
+        yield s
 
 
 def producer(server: ServerProcess, **configs: object) -> Producer:

@@ -8,7 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -140,6 +143,19 @@ class ServerProcess:
             )
         if r.topics[0].error_code:
             raise RuntimeError(r.topics[0].error_message)
+
+
+@contextmanager
+def serving(data_dir: Path, **kwargs: Any) -> Iterator[ServerProcess]:
+    """A started :class:`ServerProcess` (``kwargs`` as it takes them), stopped on exit,
+    whose log must hold no traceback."""
+    s = ServerProcess(data_dir, **kwargs)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+    assert "Traceback" not in s.output(), s.output()[-5000:]
 
 
 def fetch_all(bootstrap: str, topic: str, partition: int) -> list[Record]:
