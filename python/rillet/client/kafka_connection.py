@@ -22,6 +22,8 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,27 +117,43 @@ class KafkaConnection:
         if not expect_response:
             on_done(None, None)
 
-    def call(self, api_key: int, versions: tuple[int, int], body: dict[str, Any]) -> dict[str, Any]:
-        """A request from a dict body, waiting for its response (metadata and the like)."""
-        done = threading.Event()
-        outcome: list[Any] = []
+    def submit(
+        self,
+        api_key: int,
+        versions: tuple[int, int],
+        body: dict[str, Any],
+        decode: Decode | None = None,
+    ) -> Future[Any]:
+        """A request from a dict body; the future completes with its decoded response, or
+        fails with why there is none (a future the caller cancelled stays cancelled)."""
+        future: Future[Any] = Future()
 
         def on_done(response: Any, error: KafkaError | None) -> None:
-            outcome[:] = [response, error]
-            done.set()
+            with contextlib.suppress(InvalidStateError):
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(response)
 
         self.request(
             api_key,
             versions,
             lambda v, cid: kafka_encode_request(api_key, v, cid, self._client_id, body),
             on_done,
+            decode=decode,
         )
-        if not done.wait(self._timeout_s + 1):
-            raise KafkaTimeoutError(f"no response from {self.address} in {self._timeout_s} s")
-        response: dict[str, Any] | None = outcome[0]
-        if outcome[1] is not None:
-            raise outcome[1]
-        assert response is not None
+        return future
+
+    def call(self, api_key: int, versions: tuple[int, int], body: dict[str, Any]) -> dict[str, Any]:
+        """A request from a dict body, waiting for its response (metadata and the like)."""
+        try:
+            response: dict[str, Any] = self.submit(api_key, versions, body).result(
+                self._timeout_s + 1
+            )
+        except FutureTimeoutError:
+            raise KafkaTimeoutError(
+                f"no response from {self.address} in {self._timeout_s} s"
+            ) from None
         return response
 
     def close(self) -> None:

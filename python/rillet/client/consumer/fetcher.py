@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,6 @@ from rillet._core import (
     ConsumerRecord,
     decode_consumer_records,
     kafka_decode_fetch_response,
-    kafka_encode_request,
 )
 from rillet.client.cluster import ClusterMetadata, FetchedResponse
 from rillet.client.consumer.subscription import PartitionState, SubscriptionState
@@ -379,7 +378,6 @@ class Fetcher:
     def _kafka_fetch(self, address: str, offsets: dict[TopicPartition, int]) -> FetchFuture:
         """A Fetch request in Kafka's protocol (sessionless: each names its partitions),
         answered as gRPC's are: the response bytes, and its batches located in them."""
-        future: Future[FetchedResponse] = Future()
         partition_max_bytes = int(self.config["max_partition_fetch_bytes"])
         topics = []
         for topic, parts in _by_topic(offsets).items():
@@ -408,26 +406,12 @@ class Fetcher:
             "rack_id": str(self.config["client_rack"] or ""),
         }
 
-        def encode(version: int, correlation_id: int) -> bytes:
-            return kafka_encode_request(
-                FETCH_API_KEY, version, correlation_id, self.cluster.client_id, body
-            )
-
-        def done(response: Any, error: KafkaError | None) -> None:
-            with contextlib.suppress(InvalidStateError):  # cancelled: the consumer closed
-                if error is not None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(response)
-
-        self.cluster.kafka_connection(address).request(
+        return self.cluster.kafka_connection(address).submit(
             FETCH_API_KEY,
             FETCH_VERSIONS,
-            encode,
-            done,
+            body,
             decode=lambda version, frame: (frame, kafka_decode_fetch_response(version, frame)),
         )
-        return future
 
     def await_fetches(self, timeout_s: float, wakeup: threading.Event) -> bool:
         """Wait up to ``timeout_s`` for an in-flight fetch and handle every finished one;
