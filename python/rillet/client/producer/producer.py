@@ -16,7 +16,6 @@ otherwise and ``enable_idempotence`` is not set explicitly, idempotence is turne
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import threading
@@ -31,7 +30,7 @@ from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.futures import FutureRecordMetadata, ProduceRequestResult
 from rillet.client.producer.idempotence import IdempotentState
-from rillet.client.producer.sender import Sender
+from rillet.client.producer.sender import Doorbell, Sender
 from rillet.client.producer.transactions import TransactionManager
 from rillet.errors import (
     IllegalStateError,
@@ -64,11 +63,6 @@ _BUILTIN_SERIALIZERS: dict[str, Serializer] = {
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _notify(condition: threading.Condition) -> None:
-    with condition:
-        condition.notify()
 
 
 class Producer:
@@ -146,9 +140,10 @@ class Producer:
         )
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        doorbell = Doorbell(self._wake)
         self._accumulator = RecordAccumulator(
             batch_result=ProduceRequestResult,
-            on_batch_ready=functools.partial(_notify, self._wake),
+            on_batch_ready=doorbell.ring,
             batch_size=int(c["batch_size"]),
             linger_ms=int(c["linger_ms"]),
             buffer_memory=int(c["buffer_memory"]),
@@ -187,6 +182,7 @@ class Producer:
             IdempotentState(transactional=self._txn is not None) if self._idempotent else None,
             self._init_producer_id if self._idempotent and self._txn is None else None,
             self._txn,
+            doorbell,
         )
         self._closed = False
         self._sender_thread = threading.Thread(
@@ -375,6 +371,13 @@ class Producer:
         txn = self._transactions()
         pid, epoch = txn.init()
         self._sender.set_producer(pid, epoch)
+
+    @property
+    def transport(self) -> str:
+        """The protocol this producer speaks to brokers: ``"kafka"`` or ``"grpc"``; with
+        ``transport="auto"``, ``"auto"`` until it first reaches a broker and learns which
+        its bootstrap listener serves."""
+        return self._cluster.transport
 
     @property
     def producer_id_and_epoch(self) -> tuple[int, int] | None:

@@ -52,7 +52,7 @@ from rillet.errors import (
 from rillet.protocol import produce_pb2
 from rillet.types import TopicPartition
 
-__all__ = ["InFlightBatch", "Sender"]
+__all__ = ["Doorbell", "InFlightBatch", "Sender"]
 
 _log = logging.getLogger(__name__)
 
@@ -102,6 +102,25 @@ class InFlightBatch:
     retry_at: float = 0.0
 
 
+class Doorbell:
+    """How ``send()`` wakes the sender thread when a batch becomes ready to go: only while
+    the sender is looking for work or asleep waiting for some (``armed``). The sender arms
+    it, under the lock, before it asks the accumulator what is ready, and disarms it when
+    it found something, so a busy sender is not notified for every batch; a batch that
+    became ready before the bell was armed is seen by that same look."""
+
+    __slots__ = ("_wake", "armed")
+
+    def __init__(self, wake: threading.Condition) -> None:
+        self._wake = wake
+        self.armed = True
+
+    def ring(self) -> None:
+        if self.armed:
+            with self._wake:
+                self._wake.notify()
+
+
 class Sender:
     """Runs :meth:`run` on its own thread. ``lock`` guards the state it shares with the
     producer's ``flush`` and ``close``; ``wake`` (a condition on it) is notified when batches
@@ -119,8 +138,10 @@ class Sender:
         idempotence: IdempotentState | None,
         init_producer_id: Callable[[], tuple[int, int]] | None,
         transactions: TransactionManager | None = None,
+        doorbell: Doorbell | None = None,
     ) -> None:
         self.config = config
+        self._doorbell = doorbell or Doorbell(wake)
         self._acks = acks
         self._accumulator = accumulator
         self._cluster = cluster
@@ -219,6 +240,7 @@ class Sender:
                         continue
                     if not self._bump_epoch():
                         continue  # a new producer id is needed first
+                self._doorbell.armed = True
                 found = self._accumulator.ready(flush=self.flushing > 0)
                 ready, wait_ms = found.slots, found.next_ready_ms
                 due = self._due_retries(now)
@@ -229,6 +251,7 @@ class Sender:
                         timeout = min(timeout, max(min(b.retry_at for b in self.retries) - now, 0))
                     self._wake.wait(timeout)
                     continue
+                self._doorbell.armed = False
                 due_ids = {id(b) for b in due}
                 self.retries = [b for b in self.retries if id(b) not in due_ids]
                 self.in_flight += len(due)
