@@ -100,20 +100,15 @@ class Stats:
         total = (done * n - sum(sent)) * 1000
         peak = (done - sent[0]) * 1000
         with self.lock:
-            self._record(done, sent, n, total, peak, nbytes)
-
-    def _record(
-        self, done: float, sent: array[float], n: int, total: float, peak: float, nbytes: int
-    ) -> None:
-        self.count += n
-        self.bytes += nbytes
-        self.total_latency_ms += total
-        self.max_latency_ms = max(self.max_latency_ms, peak)
-        self.window_count += n
-        self.window_bytes += nbytes
-        self.window_total_ms += total
-        self.window_max_ms = max(self.window_max_ms, peak)
-        self.acked.append((done, sent))
+            self.count += n
+            self.bytes += nbytes
+            self.total_latency_ms += total
+            self.max_latency_ms = max(self.max_latency_ms, peak)
+            self.window_count += n
+            self.window_bytes += nbytes
+            self.window_total_ms += total
+            self.window_max_ms = max(self.window_max_ms, peak)
+            self.acked.append((done, sent))
 
     def latencies_ms(self) -> list[float]:
         return [(done - t) * 1000 for done, sent in self.acked for t in sent]

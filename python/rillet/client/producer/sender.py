@@ -137,11 +137,11 @@ class Sender:
         interceptors: list[Any],
         idempotence: IdempotentState | None,
         init_producer_id: Callable[[], tuple[int, int]] | None,
-        transactions: TransactionManager | None = None,
-        doorbell: Doorbell | None = None,
+        transactions: TransactionManager | None,
+        doorbell: Doorbell,
     ) -> None:
         self.config = config
-        self._doorbell = doorbell or Doorbell(wake)
+        self._doorbell = doorbell
         self._acks = acks
         self._accumulator = accumulator
         self._cluster = cluster
