@@ -1,6 +1,7 @@
 """Kafka's exactly-once system test in miniature: a consume-transform-produce loop
 (:mod:`tests.support.txn_copier`) with transactions on a 3-node cluster, killed with -9 at
-random points and started again, ``RILLET_EOS_KILLS`` times (20 by default).
+random points and inside open transactions, and started again, ``RILLET_EOS_KILLS`` times
+(20 by default).
 
 The check: a read_committed consumer of the output sees every input record exactly once;
 a read_uncommitted one sees at least every committed record, and the copies of aborted
@@ -26,6 +27,9 @@ from rillet.client.admin import NewTopic
 from tests.support.cluster import Cluster, eventually
 
 KILLS = int(os.environ.get("RILLET_EOS_KILLS", "20"))
+# Each transaction stays open this long once its records are in the output, so a kill can
+# be aimed inside one.
+HOLD_MS = 300
 PARTITIONS = 2
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,9 +63,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def _copier(c: Cluster, log: Path) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "tests.support.txn_copier", c.bootstrap(), "eos-in",
-            "eos-out", "eos-group", "eos-copier"]  # fmt: skip
+            "eos-out", "eos-group", "eos-copier", str(HOLD_MS)]  # fmt: skip
     with log.open("ab") as out:
         return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _opened(log: Path) -> int:
+    """How many transactions the copiers have written and hold open (``open N`` lines)."""
+    if not log.exists():
+        return 0
+    return sum(line.startswith("open ") for line in log.read_text().splitlines())
 
 
 def _diagnose(c: Cluster, log: Path) -> str:
@@ -122,9 +133,18 @@ def test_a_copier_killed_again_and_again_copies_each_record_exactly_once(
     rng = random.Random(KILLS)
     log = tmp_path / "copier.log"
     try:
-        for _ in range(KILLS):
+        for kill in range(KILLS):
+            opened = _opened(log)
             proc = _copier(cluster, log)
-            time.sleep(rng.uniform(1.5, 4.0))
+            if kill % 2:
+                # Aimed: inside a transaction whose records are written, which the next
+                # copier must abort.
+                try:
+                    eventually(lambda: _opened(log) > opened or None, timeout=60, interval=0.02)
+                except AssertionError:
+                    raise AssertionError(f"no transaction opened:\n{_diagnose(cluster, log)}")
+            else:
+                time.sleep(rng.uniform(1.5, 4.0))
             proc.kill()
             proc.wait()
     finally:
@@ -164,6 +184,7 @@ def test_a_copier_killed_again_and_again_copies_each_record_exactly_once(
                     aborted_markers += 1
     extra = len(uncommitted) - len(committed)
     assert extra == 0 or aborted_markers > 0, "uncommitted copies without an ABORT marker"
-    # Kills in the middle of transactions left some to abort (the next copier's
-    # init_transactions fences and aborts them).
+    # The aimed kills left transactions to abort (the next copier's init_transactions
+    # fences and aborts them), and their records are in the log.
     assert aborted_markers > 0
+    assert extra > 0
