@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from rillet.cli import (
+    certs,
     configs,
     console_consumer,
     console_producer,
@@ -27,6 +28,7 @@ from rillet.errors import KafkaError
 from rillet.tuning import tune_malloc
 
 SUBCOMMANDS = {
+    "certs": certs,
     "configs": configs,
     "console-consumer": console_consumer,
     "console-producer": console_producer,

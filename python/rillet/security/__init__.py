@@ -1,0 +1,1 @@
+"""Security: TLS material, principals."""
