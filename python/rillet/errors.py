@@ -135,6 +135,7 @@ __all__ = [
     "ShareSessionLimitReachedError",
     "ShareSessionNotFoundError",
     "SnapshotNotFoundError",
+    "SslAuthenticationError",
     "StaleBrokerEpochError",
     "StaleControllerEpochError",
     "StaleMemberEpochError",
@@ -281,6 +282,13 @@ class IllegalStateError(KafkaError):
     """The client was used in a way its state does not allow, e.g. ``position()`` of a
     partition that is not assigned (kafka-python's ``IllegalStateError``). Raised by the
     client only; on the wire it would be UNKNOWN_SERVER_ERROR."""
+
+
+class SslAuthenticationError(KafkaError):
+    """A TLS handshake failed, or its certificate names no principal (Kafka's
+    SslAuthenticationException): a certificate the peer does not trust, an expired one, a
+    missing client certificate, plaintext to a TLS port. It has no error code: the connection
+    is closed, and each side reports it locally."""
 
 
 class BrokerNotAvailableError(KafkaError):
@@ -1468,6 +1476,7 @@ CLIENT_SIDE_ERRORS: tuple[type[KafkaError], ...] = (
     KafkaTimeoutError,
     NoOffsetForPartitionError,
     IllegalStateError,
+    SslAuthenticationError,
 )
 # Raised inside a server only, with more detail than the wire carries; on the wire they
 # travel as their base class's code.

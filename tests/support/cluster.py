@@ -81,12 +81,12 @@ class ClusterNode(ServerProcess):
             "listeners": ",".join(listeners),
             "log.dirs": str(self.data_dir),
             **FAST,
-            **self.extra,
         }
         if "broker" in self.roles:
             props["advertised.listeners"] = advertised
             if self.kport is not None:
                 props.update(KAFKA_LISTENER)
+        props.update(self.extra)
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def format(self, cluster_id: str) -> None:

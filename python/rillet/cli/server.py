@@ -110,6 +110,8 @@ async def _serve(config: BrokerConfig, cluster_id: str, embedded: bool) -> int:
                 api = "the controller quorum, gRPC"
             else:
                 api = "Kafka's protocol" if ep in kafka else "the client API, gRPC"
+            if ep.security_protocol == "SSL":
+                api += ", TLS"
             print(
                 f"Listening on {ep.listener_name}://{ep.host or '0.0.0.0'}:{port} ({api})",
                 flush=True,

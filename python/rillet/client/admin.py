@@ -13,6 +13,7 @@ from rillet.broker.apis import LogDirDescription
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.group_admin import ConsumerGroupAdmin
+from rillet.client.security import SECURITY_DEFAULTS, client_tls, open_channel, unreachable
 from rillet.client.txn_admin import TransactionAdmin
 from rillet.controller.elections import ElectionType
 from rillet.controller.reassignment import OngoingReassignment
@@ -20,6 +21,7 @@ from rillet.errors import (
     KafkaError,
     KafkaTimeoutError,
     NotLeaderOrFollowerError,
+    SslAuthenticationError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
@@ -116,11 +118,13 @@ class AdminClient(ConsumerGroupAdmin, TransactionAdmin):
         "bootstrap_servers": "localhost:9092",
         "client_id": "rillet-admin",
         "request_timeout_ms": 30000,
+        **SECURITY_DEFAULTS,
     }
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = merge_configs(self.DEFAULT_CONFIG, configs, kwargs, "admin")
         self._servers = parse_bootstrap(self.config["bootstrap_servers"])
+        self._tls = client_tls(self.config)
         self._channel: grpc.Channel | None = None
         self._timeout = self.config["request_timeout_ms"] / 1000
 
@@ -128,7 +132,7 @@ class AdminClient(ConsumerGroupAdmin, TransactionAdmin):
         self,
     ) -> tuple[admin_pb2_grpc.AdminServiceStub, metadata_pb2_grpc.MetadataServiceStub]:
         if self._channel is None:
-            self._channel = grpc.insecure_channel(self._servers[0], options=GRPC_OPTIONS)
+            self._channel = open_channel(self._servers[0], self._tls, GRPC_OPTIONS)
         return (
             admin_pb2_grpc.AdminServiceStub(self._channel),
             metadata_pb2_grpc.MetadataServiceStub(self._channel),
@@ -139,18 +143,23 @@ class AdminClient(ConsumerGroupAdmin, TransactionAdmin):
         does not answer within ``request_timeout_ms`` (a paused broker) is dropped for the next
         one in ``bootstrap_servers`` (every broker answers admin requests), as Kafka's admin
         client retries a timed-out call on another node."""
+        last: KafkaError | None = None
         for _ in range(len(self._servers)):
             admin, metadata = self._stubs()
             method = getattr(admin, name, None) or getattr(metadata, name)
             try:
                 return method(request, timeout=self._timeout)
             except grpc.RpcError as e:
-                failed = self._servers[0]
+                last = unreachable(self._servers[0], e, self._tls)
                 if e.code() not in _FAIL_OVER or len(self._servers) == 1:
-                    raise KafkaTimeoutError(f"request to {failed} failed: {e.code()}") from None
+                    raise last from None
                 self._servers.append(self._servers.pop(0))
                 self.close()
-        raise KafkaTimeoutError(f"no bootstrap server answered: {', '.join(self._servers)}")
+        if isinstance(last, SslAuthenticationError):
+            raise last
+        raise KafkaTimeoutError(
+            f"no bootstrap server answered: {', '.join(self._servers)} (last: {last})"
+        )
 
     def _leader_address(self, tp: TopicPartition) -> tuple[int, str]:
         """The partition's leader (node id, address); NOT_LEADER_OR_FOLLOWER while it has
@@ -338,7 +347,7 @@ class AdminClient(ConsumerGroupAdmin, TransactionAdmin):
             if broker_ids is not None and b["node_id"] not in broker_ids:
                 continue
             address = f"{b['host']}:{b['port']}"
-            with grpc.insecure_channel(address, options=GRPC_OPTIONS) as channel:
+            with open_channel(address, self._tls, GRPC_OPTIONS) as channel:
                 try:
                     response = admin_pb2_grpc.AdminServiceStub(channel).DescribeLogDirs(
                         request, timeout=self._timeout

@@ -23,8 +23,16 @@ import grpc
 
 from rillet._core import FetchResponseView, decode_fetch_response
 from rillet.client.kafka_connection import KafkaConnection
-from rillet.errors import InvalidConfigurationError, KafkaError, KafkaTimeoutError, error_for_code
+from rillet.client.security import open_channel, settled_transport, unreachable
+from rillet.errors import (
+    InvalidConfigurationError,
+    KafkaError,
+    KafkaTimeoutError,
+    SslAuthenticationError,
+    error_for_code,
+)
 from rillet.protocol import fetch_pb2, metadata_pb2, metadata_pb2_grpc, produce_pb2
+from rillet.security.tls import ClientTls
 from rillet.types import TopicPartition
 
 __all__ = [
@@ -102,6 +110,7 @@ class ClusterMetadata:
         request_timeout_ms: int = 30_000,
         transport: str = "grpc",
         client_id: str = "rillet",
+        tls: ClientTls | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise InvalidConfigurationError(
@@ -110,7 +119,8 @@ class ClusterMetadata:
             )
         self.bootstrap = bootstrap
         self.request_timeout_ms = request_timeout_ms
-        self.transport = transport
+        self.tls = tls
+        self.transport = settled_transport(transport, tls)
         self.client_id = client_id
         self._lock = threading.Lock()
         self._snapshot = _Snapshot()
@@ -124,7 +134,7 @@ class ClusterMetadata:
         with self._lock:
             ch = self._channels.get(address)
             if ch is None:
-                ch = self._channels[address] = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+                ch = self._channels[address] = open_channel(address, self.tls, GRPC_OPTIONS)
             return ch
 
     def produce_call(self, address: str) -> ProduceCall:
@@ -211,10 +221,12 @@ class ClusterMetadata:
             try:
                 self._apply_grpc(stub.Metadata(request, timeout=self.request_timeout_ms / 1000))
             except grpc.RpcError as e:
-                last = e
+                last = unreachable(address, e, self.tls)
                 continue
             self.transport = "grpc"
             return
+        if isinstance(last, SslAuthenticationError):
+            raise last
         raise KafkaTimeoutError(f"could not reach any broker of {self.bootstrap}: {last}")
 
     def _apply_grpc(self, r: metadata_pb2.MetadataResponse) -> None:

@@ -16,6 +16,7 @@ import grpc
 
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.consumer.assignors.protocol import decode_assignment
+from rillet.client.security import open_channel
 from rillet.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -31,6 +32,7 @@ from rillet.protocol.group import (
     offset_fetch_response_from_pb,
     partition_errors_from_pb,
 )
+from rillet.security.tls import ClientTls
 from rillet.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["ConsumerGroupAdmin", "GroupDescription", "GroupListing", "MemberDescription"]
@@ -77,13 +79,14 @@ class ConsumerGroupAdmin(ABC):
     """Mixed into :class:`~rillet.client.admin.AdminClient`."""
 
     _timeout: float
+    _tls: ClientTls | None
 
     @abstractmethod
     def describe_cluster(self) -> dict[str, Any]:
         """The AdminClient's: the brokers to ask."""
 
     def _group_call(self, address: str, name: str, request: Any) -> Any:
-        channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+        channel = open_channel(address, self._tls, GRPC_OPTIONS)
         try:
             return getattr(group_pb2_grpc.GroupServiceStub(channel), name)(
                 request, timeout=self._timeout

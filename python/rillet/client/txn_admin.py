@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from rillet.client.cluster import GRPC_OPTIONS
+from rillet.client.security import open_channel
 from rillet.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -25,6 +26,7 @@ from rillet.errors import (
     error_for_code,
 )
 from rillet.protocol.gen.v1 import transaction_pb2, transaction_pb2_grpc
+from rillet.security.tls import ClientTls
 from rillet.types import TopicPartition
 
 __all__ = [
@@ -76,6 +78,7 @@ class TransactionAdmin(ABC):
     """Mixed into :class:`~rillet.client.admin.AdminClient`."""
 
     _timeout: float
+    _tls: ClientTls | None
 
     @abstractmethod
     def _brokers(self) -> dict[int, str]:
@@ -90,7 +93,7 @@ class TransactionAdmin(ABC):
         """(node id, address) of a coordinator, found with FindCoordinator."""
 
     def _txn_call(self, address: str, name: str, request: Any) -> Any:
-        channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+        channel = open_channel(address, self._tls, GRPC_OPTIONS)
         try:
             return getattr(transaction_pb2_grpc.TransactionServiceStub(channel), name)(
                 request, timeout=self._timeout

@@ -48,6 +48,22 @@ _GRPC_LISTENER_PRESETS = frozenset(
 )
 
 
+# The security protocols listeners are served with (SASL's are not yet).
+_SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+_LISTENER_PREFIX = "listener.name."
+
+
+def _listener_prefixed(name: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` with a known ``key`` as (upper-cased listener,
+    key), else None."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    listener, dot, key = name[len(_LISTENER_PREFIX) :].partition(".")
+    if not listener or not dot or key not in BROKER_CONFIGS:
+        return None
+    return listener.upper(), key
+
+
 class ConfigEntry(NamedTuple):
     """One broker config as DescribeConfigs shows it: Kafka's string form of the value
     (``None`` for null) and its source."""
@@ -180,9 +196,14 @@ class BrokerConfig:
         self.originals: Mapping[str, object] = types.MappingProxyType(originals)
         values: dict[str, Any] = {}
         unknown: dict[str, object] = {}
+        per_listener: dict[str, dict[str, Any]] = {}
         for name, raw in originals.items():
             key = BROKER_CONFIGS.get(name)
-            if key is None:
+            listener_key = _listener_prefixed(name)
+            if listener_key is not None:
+                listener, base = listener_key
+                per_listener.setdefault(listener, {})[base] = parse_value(BROKER_CONFIGS[base], raw)
+            elif key is None:
                 unknown[name] = raw
                 _log.warning("The configuration '%s' was supplied but isn't a known config.", name)
             else:
@@ -191,6 +212,8 @@ class BrokerConfig:
         for name, key in BROKER_CONFIGS.items():
             values.setdefault(name, key.default)
         self.unknown: Mapping[str, object] = types.MappingProxyType(unknown)
+        # ``listener.name.<name>.<key>`` settings, by upper-cased listener name.
+        self.listener_values: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(per_listener)
         self._values = values
         self.values: Mapping[str, Any] = types.MappingProxyType(values)
         self._derive()
@@ -290,11 +313,27 @@ class BrokerConfig:
         )
 
     def describe(self) -> list[ConfigEntry]:
-        """Every known key (sorted) with Kafka's string form of its value and its source."""
+        """Every known key (sorted) with Kafka's string form of its value and its source;
+        passwords are shown as null, as Kafka shows sensitive configs."""
         return [
-            ConfigEntry(name, config_value_to_string(self._values[name]), self.source(name))
+            ConfigEntry(
+                name,
+                None
+                if BROKER_CONFIGS[name].type == "password"
+                else config_value_to_string(self._values[name]),
+                self.source(name),
+            )
             for name in sorted(self._values)
         ]
+
+    def listener_config(self, listener_name: str, prefix: str) -> dict[str, Any]:
+        """The keys starting with ``prefix`` (``"ssl."``) as ``listener_name`` sees them:
+        its ``listener.name.<name>.`` settings over the broker-wide ones."""
+        out = {k: v for k, v in self._values.items() if k.startswith(prefix)}
+        for k, v in self.listener_values.get(listener_name.upper(), {}).items():
+            if k.startswith(prefix):
+                out[k] = v
+        return out
 
     def inert_settings(self) -> list[str]:
         """The keys set here (by the user, not by Rillet's own defaults) that Rillet accepts
@@ -532,24 +571,24 @@ class BrokerConfig:
         self._refuse_unserved_security_protocols()
 
     def _refuse_unserved_security_protocols(self) -> None:
-        """Every listener is served as plaintext gRPC: refuse one whose security protocol
-        promises TLS or SASL rather than serve it in the clear."""
+        """Listeners are served in the clear or over TLS: refuse one whose security protocol
+        promises SASL rather than serve it without authentication."""
         for key, endpoints in (
             ("listeners", self.listeners),
             ("advertised.listeners", self.advertised_listeners),
         ):
             for e in endpoints:
-                if e.security_protocol != "PLAINTEXT":
+                if e.security_protocol not in _SERVED_PROTOCOLS:
                     raise InvalidConfigurationError(
                         f"Invalid value {e} for configuration {key}: listener "
                         f"{e.listener_name} uses security protocol {e.security_protocol}, "
-                        "which is not supported yet; only PLAINTEXT listeners are served"
+                        "which is not supported yet; PLAINTEXT and SSL listeners are served"
                     )
         protocol = self._values["security.inter.broker.protocol"]
-        if protocol != "PLAINTEXT":
+        if protocol not in _SERVED_PROTOCOLS:
             raise InvalidConfigurationError(
                 f"Invalid value {protocol} for configuration security.inter.broker.protocol: "
-                "only PLAINTEXT is supported yet"
+                "only PLAINTEXT and SSL are supported yet"
             )
 
     def _check_grpc_listeners(self) -> None:

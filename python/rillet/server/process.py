@@ -22,6 +22,7 @@ is flushed and closed, and the clean-shutdown marker is written last.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import random
@@ -45,6 +46,7 @@ from rillet.broker.txn_marker_channel import TxnMarkerChannel
 from rillet.broker.txn_marker_writer import TxnMarkerWriter
 from rillet.broker.txn_verification import TxnVerifier
 from rillet.config import BrokerConfig, Endpoint
+from rillet.config.ssl_keys import SSL_KEY_PREFIX
 from rillet.controller import ControllerConfig, QuorumController
 from rillet.controller.service import ControllerService
 from rillet.coordinator.group.config import GroupCoordinatorConfig
@@ -63,6 +65,7 @@ from rillet.raft.driver import RaftDriver
 from rillet.raft.metadata_log import MetadataLog
 from rillet.raft.quorum_state import FileQuorumStateStore
 from rillet.scheduler import AsyncioScheduler, Clock, wall_clock_ms
+from rillet.security.tls import ClientTls, ListenerTls
 from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
 from rillet.server.grpc.quorum import GrpcRaftTransport
@@ -145,6 +148,16 @@ class RilletServer:
         self.bound: dict[str, int] = {}
         self._metadata_lock: IO[bytes] | None = None
         cfg = config
+        # The SSL listeners' TLS, loaded now so that bad key material stops the start.
+        self.listener_tls = {
+            ep.listener_name: ListenerTls(
+                ep.listener_name, cfg.listener_config(ep.listener_name, SSL_KEY_PREFIX)
+            )
+            for ep in cfg.listeners
+            if ep.security_protocol == "SSL"
+        }
+        self.inter_broker_tls = self._client_tls(cfg.inter_broker_listener_name)
+        self.controller_tls = self._client_tls(next(iter(cfg.controller_listener_names), None))
         self.controller = ControllerService(
             QuorumController(
                 ControllerConfig(
@@ -173,6 +186,7 @@ class RilletServer:
                 clock,
                 local=self.controller if cfg.is_controller else None,
                 request_timeout_ms=cfg.quorum_request_timeout_ms,
+                tls=self.controller_tls,
             )
         self.publisher = MetadataPublisher(None, None)
         self.snapshots = SnapshotPolicy(
@@ -226,7 +240,7 @@ class RilletServer:
             store,
             self.metadata_log,
             self.clock,
-            GrpcRaftTransport(peers, self.cluster_id),
+            GrpcRaftTransport(peers, self.cluster_id, self.controller_tls),
             self._on_commit,
             self._on_leader_change,
             self._on_load_snapshot,
@@ -312,7 +326,10 @@ class RilletServer:
             {k: cfg[k] for k in TRANSACTION_KEYS}
         )
         request_timeout_ms = cfg["request.timeout.ms"]
-        clients = BrokerClients(self._inter_broker_address, GrpcTxnBrokerClient)
+        clients = BrokerClients(
+            self._inter_broker_address,
+            lambda broker, address: GrpcTxnBrokerClient(broker, address, self.inter_broker_tls),
+        )
         self.broker_clients = clients
         verifier = self.txn_verifier = TxnVerifier(
             cfg.node_id,
@@ -419,6 +436,7 @@ class RilletServer:
             )
             await self._listen(listener, cfg.grpc_listeners)
             if cfg.kafka_listeners:
+                relay = self._grpc_address()
                 kafka = KafkaListener(
                     KafkaApis(
                         self.apis,
@@ -433,7 +451,8 @@ class RilletServer:
                     max_request_bytes=cfg.socket_request_max_bytes,
                     idle_ms=cfg["connections.max.idle.ms"],
                     network_threads=cfg.num_network_threads,
-                    grpc_address=self._grpc_address(),
+                    grpc_address=None if relay is None else relay[0],
+                    grpc_tls=None if relay is None else relay[1],
                 )
                 await self._listen(kafka, cfg.kafka_listeners)
         if cfg.is_controller and cfg.controller_listeners:
@@ -443,19 +462,32 @@ class RilletServer:
     async def _listen(
         self, listener: GrpcListener | KafkaListener, endpoints: Sequence[Endpoint]
     ) -> None:
-        await listener.start(endpoints)
+        await listener.start(endpoints, self.listener_tls)
         self.bound.update(listener.bound)
         self.listeners.append(listener)
 
-    def _grpc_address(self) -> tuple[str, int] | None:
-        """Where this broker's first gRPC listener is bound (the Kafka listener relays gRPC
-        clients there)."""
+    def _grpc_address(self) -> tuple[tuple[str, int], ClientTls | None] | None:
+        """Where this broker's first gRPC listener is bound, and the TLS to reach it with
+        (the Kafka listener relays gRPC clients there: to itself, so the host name is not
+        checked)."""
         for ep in self.config.grpc_listeners:
             port = self.bound.get(ep.listener_name)
             if port is not None:
                 wildcard = ep.host in ("", "0.0.0.0", "::")
-                return ("127.0.0.1" if wildcard else ep.host), port
+                tls = self._client_tls(ep.listener_name)
+                if tls is not None:
+                    tls = dataclasses.replace(tls, check_hostname=False)
+                return (("127.0.0.1" if wildcard else ep.host), port), tls
         return None
+
+    def _client_tls(self, listener_name: str | None) -> ClientTls | None:
+        """How this node connects to ``listener_name`` on other nodes: over TLS with that
+        listener's truststore and keystore when its security protocol is SSL."""
+        if listener_name is None:
+            return None
+        if self.config.listener_security_protocol_map.get(listener_name) != "SSL":
+            return None
+        return ClientTls.from_settings(self.config.listener_config(listener_name, SSL_KEY_PREFIX))
 
     def _endpoints(self) -> list[BrokerEndpoint]:
         """The advertised broker endpoints, with the ports actually bound."""
@@ -464,7 +496,9 @@ class RilletServer:
             if ep.listener_name in self.config.controller_listener_names:
                 continue
             port = self.bound.get(ep.listener_name, ep.port)
-            out.append(BrokerEndpoint(ep.listener_name, ep.host or "localhost", port, "PLAINTEXT"))
+            out.append(
+                BrokerEndpoint(ep.listener_name, ep.host or "localhost", port, ep.security_protocol)
+            )
         return out
 
     def _inter_broker_address(self, broker_id: int) -> str | None:
@@ -478,7 +512,9 @@ class RilletServer:
     def _connect_to_broker(self, broker_id: int) -> GrpcReplicaFetchClient | None:
         """A connection to ``broker_id``'s inter-broker listener (None while it has none)."""
         address = self._inter_broker_address(broker_id)
-        return None if address is None else GrpcReplicaFetchClient(broker_id, address)
+        if address is None:
+            return None
+        return GrpcReplicaFetchClient(broker_id, address, self.inter_broker_tls)
 
     def _on_leader_change(self, leader: LeaderAndEpoch) -> None:
         self.controller.on_leader_change(leader)

@@ -704,9 +704,10 @@ def test_the_example_server_properties() -> None:
     ("props", "message"),
     [
         (
-            {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,SSL://:9094"},
-            "Invalid value SSL://:9094 for configuration listeners: listener SSL uses security "
-            "protocol SSL, which is not supported yet; only PLAINTEXT listeners are served",
+            {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094"},
+            "Invalid value SASL_SSL://:9094 for configuration listeners: listener SASL_SSL uses "
+            "security protocol SASL_SSL, which is not supported yet; PLAINTEXT and SSL listeners "
+            "are served",
         ),
         (
             {
@@ -727,16 +728,16 @@ def test_the_example_server_properties() -> None:
         ),
         (
             {
-                "listeners": "SSL://:9092,CONTROLLER://:9093",
-                "listener.security.protocol.map": "SSL:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "security.inter.broker.protocol": "SSL",
+                "listeners": "SASL_PLAINTEXT://:9092,CONTROLLER://:9093",
+                "listener.security.protocol.map": "SASL_PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "security.inter.broker.protocol": "SASL_PLAINTEXT",
             },
-            "Invalid value SSL for configuration security.inter.broker.protocol: only "
-            "PLAINTEXT is supported yet",
+            "Invalid value SASL_PLAINTEXT for configuration security.inter.broker.protocol: only "
+            "PLAINTEXT and SSL are supported yet",
         ),
     ],
 )
-def test_tls_and_sasl_listeners_are_refused_not_served_in_the_clear(
+def test_sasl_listeners_are_refused_not_served_without_authentication(
     props: dict[str, object], message: str
 ) -> None:
     with pytest.raises(InvalidConfigurationError) as info:

@@ -35,6 +35,7 @@ from rillet.client.consumer.group import ConsumerGroupMember
 from rillet.client.consumer.listener import ConsumerRebalanceListener
 from rillet.client.consumer.member_base import CommitCallback, GroupMemberBase
 from rillet.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState
+from rillet.client.security import SECURITY_DEFAULTS, client_tls
 from rillet.errors import IllegalStateError, InvalidConfigurationError, KafkaError
 from rillet.protocol import fetch_pb2
 from rillet.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
@@ -96,6 +97,7 @@ class Consumer:
         # "grpc" insist on one. Group and offset calls go over gRPC either way (through a
         # Kafka listener's relay).
         "transport": "auto",
+        **SECURITY_DEFAULTS,
     }
 
     def __init__(self, *topics: str | Mapping[str, Any], **kwargs: Any) -> None:
@@ -168,6 +170,7 @@ class Consumer:
             int(c["request_timeout_ms"]),
             str(c["transport"]),
             str(c["client_id"]),
+            client_tls(c),
         )
         self._subscriptions = SubscriptionState()
         self._fetcher = Fetcher(

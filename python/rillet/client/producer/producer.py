@@ -32,6 +32,7 @@ from rillet.client.futures import FutureRecordMetadata, ProduceRequestResult
 from rillet.client.producer.idempotence import IdempotentState
 from rillet.client.producer.sender import Doorbell, Sender
 from rillet.client.producer.transactions import TransactionManager
+from rillet.client.security import SECURITY_DEFAULTS, client_tls
 from rillet.errors import (
     IllegalStateError,
     InvalidConfigurationError,
@@ -96,6 +97,7 @@ class Producer:
         # serve, Kafka's protocol on a Kafka listener (faster: bench/README.md) and gRPC on a
         # gRPC listener; "kafka" or "grpc" insist on one.
         "transport": "auto",
+        **SECURITY_DEFAULTS,
     }
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -157,6 +159,7 @@ class Producer:
             int(c["request_timeout_ms"]),
             str(c["transport"]),
             str(c["client_id"]),
+            client_tls(c),
         )
         self._txn = (
             None

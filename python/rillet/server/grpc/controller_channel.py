@@ -67,6 +67,7 @@ from rillet.protocol.quorum import (
 )
 from rillet.raft.node import QuorumInfo
 from rillet.scheduler import Clock
+from rillet.security.tls import ClientTls, grpc_channel
 
 __all__ = ["GrpcControllerChannel"]
 
@@ -95,8 +96,10 @@ class GrpcControllerChannel:
         request_timeout_ms: int = 2000,
         retry_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
+        tls: ClientTls | None = None,
     ) -> None:
         self.voters = dict(voters)
+        self.tls = tls
         self.cluster_id = cluster_id
         self.leader = leader
         self.clock = clock
@@ -145,7 +148,7 @@ class GrpcControllerChannel:
     def _channel(self, node_id: int) -> grpc.aio.Channel:
         ch = self._channels.get(node_id)
         if ch is None:
-            ch = self._channels[node_id] = grpc.aio.insecure_channel(self.voters[node_id])
+            ch = self._channels[node_id] = grpc_channel(self.voters[node_id], self.tls)
         return ch
 
     def _target(self) -> int:

@@ -3,7 +3,7 @@ checking and reflection for every service it serves, and the two groups' service
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import grpc
 from google.protobuf.descriptor import FileDescriptor
@@ -36,6 +36,7 @@ from rillet.protocol.gen.v1 import (
 )
 from rillet.raft.driver import RaftDriver
 from rillet.scheduler import Clock
+from rillet.security.tls import ListenerTls
 from rillet.server.grpc.admin import AdminServicer
 from rillet.server.grpc.controller import ControllerServicer
 from rillet.server.grpc.fetch import FetchServicer, add_fetch_servicer
@@ -70,14 +71,21 @@ class GrpcListener:
         self.services = list(services)
         self.bound: dict[str, int] = {}
 
-    async def start(self, endpoints: Sequence[Endpoint]) -> None:
+    async def start(
+        self, endpoints: Sequence[Endpoint], tls: Mapping[str, ListenerTls] | None = None
+    ) -> None:
+        """Serve on ``endpoints``; those named in ``tls`` (SSL listeners) over TLS."""
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self.server)
         reflection.enable_server_reflection(
             [*self.services, reflection.SERVICE_NAME, health.SERVICE_NAME], self.server
         )
         for ep in endpoints:
-            port = self.server.add_insecure_port(ep.bind_address)
+            listener_tls = (tls or {}).get(ep.listener_name)
+            if listener_tls is None:
+                port = self.server.add_insecure_port(ep.bind_address)
+            else:
+                port = self.server.add_secure_port(ep.bind_address, listener_tls.grpc_credentials())
             if port == 0:
                 raise KafkaStorageError(f"cannot bind listener {ep}")
             self.bound[ep.listener_name] = port

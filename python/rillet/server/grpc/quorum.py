@@ -47,6 +47,7 @@ from rillet.raft.messages import (
     VoteResponse,
 )
 from rillet.scheduler import Clock
+from rillet.security.tls import ClientTls, grpc_channel
 
 __all__ = ["GrpcRaftTransport", "QuorumServicer"]
 
@@ -177,16 +178,19 @@ class GrpcRaftTransport:
     """:class:`~rillet.raft.driver.RaftTransport` over QuorumService: one channel per peer
     (``peers`` maps voter ids to ``host:port``), opened on first use."""
 
-    def __init__(self, peers: dict[int, str], cluster_id: str) -> None:
+    def __init__(
+        self, peers: dict[int, str], cluster_id: str, tls: ClientTls | None = None
+    ) -> None:
         self.peers = peers
         self.cluster_id = cluster_id
+        self.tls = tls
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._refused_by: set[int] = set()
 
     def _stub(self, node_id: int) -> quorum_pb2_grpc.QuorumServiceAsyncStub:
         ch = self._channels.get(node_id)
         if ch is None:
-            ch = self._channels[node_id] = grpc.aio.insecure_channel(self.peers[node_id])
+            ch = self._channels[node_id] = grpc_channel(self.peers[node_id], self.tls)
         return quorum_pb2_grpc.QuorumServiceStub(ch)
 
     async def send(self, request: Message, timeout_s: float) -> Message | None:

@@ -10,6 +10,7 @@ from rillet.broker.replica_fetcher import LeaderFetchResult, ReplicaFetchRequest
 from rillet.errors import KafkaError, NetworkError
 from rillet.protocol.fetch import replica_fetch_request_to_pb, replica_fetch_results_from_bytes
 from rillet.protocol.gen.v1 import fetch_pb2
+from rillet.security.tls import ClientTls, grpc_channel
 from rillet.types import TopicPartition
 
 __all__ = ["GrpcReplicaFetchClient"]
@@ -20,10 +21,10 @@ def _raw(data: bytes) -> bytes:
 
 
 class GrpcReplicaFetchClient:
-    def __init__(self, source_broker: int, address: str) -> None:
+    def __init__(self, source_broker: int, address: str, tls: ClientTls | None = None) -> None:
         self.source_broker = source_broker
         self.address = address
-        self._channel = grpc.aio.insecure_channel(address)
+        self._channel = grpc_channel(address, tls)
         self._fetch = self._channel.unary_unary(
             "/rillet.v1.FetchService/Fetch",
             request_serializer=fetch_pb2.FetchRequest.SerializeToString,

@@ -19,15 +19,16 @@ from rillet.protocol.transaction import (
     read_write_txn_markers_response,
     write_txn_markers_request,
 )
+from rillet.security.tls import ClientTls, grpc_channel
 
 __all__ = ["GrpcTxnBrokerClient"]
 
 
 class GrpcTxnBrokerClient:
-    def __init__(self, broker_id: int, address: str) -> None:
+    def __init__(self, broker_id: int, address: str, tls: ClientTls | None = None) -> None:
         self.broker_id = broker_id
         self.address = address
-        self._channel = grpc.aio.insecure_channel(address)
+        self._channel = grpc_channel(address, tls)
         self._stub = transaction_pb2_grpc.TransactionServiceStub(self._channel)
 
     def _lost(self, what: str, e: grpc.RpcError) -> NetworkError:

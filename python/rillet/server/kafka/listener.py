@@ -13,13 +13,19 @@ Fetch responses are written around their record sets, which go from the segment 
 the socket with ``sendfile`` (:func:`rillet._core.transfer`, in Rust, the GIL released), never
 through user space. What the socket takes at once is sent from the event loop; the rest of a
 large record set by one of ``num.network.threads`` sender threads, which waits for the
-client to make room, so a slow reader never holds up the loop.
+client to make room, so a slow reader never holds up the loop. An SSL listener encrypts in
+user space, so there the record sets are read (by a sender thread when large) and written
+through the TLS transport, as Kafka does.
+
+An SSL listener (:class:`~rillet.security.tls.ListenerTls`) takes the client's certificate
+when it has one and names its principal with ``ssl.principal.mapping.rules``; a certificate
+no rule applies to closes the connection.
 
 A connection that opens with HTTP/2's preface (``PRI * HTTP/2.0``: a gRPC client, whose first
 four bytes read as a frame of 1.3 GB, which no Kafka client sends) is relayed to the broker's
-gRPC listener when it has one. So Rillet's own client and tools can bootstrap from the Kafka
-port, as Kafka users type it; the metadata they get back names the gRPC listener's
-endpoints, where their other connections go.
+gRPC listener when it has one (over TLS when that listener is an SSL one). So Rillet's own
+client and tools can bootstrap from the Kafka port, as Kafka users type it; the metadata
+they get back names the gRPC listener's endpoints, where their other connections go.
 """
 
 from __future__ import annotations
@@ -31,12 +37,15 @@ import logging
 import os
 import select
 import socket
-from collections.abc import Sequence
+import ssl
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from rillet._core import FileRegion, transfer
 from rillet.config.listeners import Endpoint
-from rillet.errors import KafkaStorageError
+from rillet.errors import KafkaStorageError, SslAuthenticationError
+from rillet.security.principal import KafkaPrincipal
+from rillet.security.tls import ClientTls, ListenerTls
 from rillet.server.kafka.apis import REQUEST_HEADER_MIN_BYTES, KafkaApis, SplicedResponse
 from rillet.server.kafka.framing import BadFrameSize, FrameProtocol
 
@@ -47,6 +56,8 @@ _log = logging.getLogger(__name__)
 # The first four bytes of HTTP/2's connection preface, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".
 _HTTP2_PREFACE_START = b"PRI "
 _RELAY_CHUNK = 64 * 1024
+# Record sets up to this size are read on the event loop for a TLS connection.
+_READ_ON_LOOP_BYTES = 256 * 1024
 
 
 class KafkaListener:
@@ -61,31 +72,49 @@ class KafkaListener:
         idle_ms: int,
         network_threads: int = 3,
         grpc_address: tuple[str, int] | None = None,
+        grpc_tls: ClientTls | None = None,
     ) -> None:
         self.apis = apis
         # Send what of a fetch's record sets a socket does not take at once (num.network.threads).
         self._senders = ThreadPoolExecutor(network_threads, thread_name_prefix="kafka-sendfile")
         # Where a gRPC client that connected here is relayed (the module doc).
         self.grpc_address = grpc_address
+        self._grpc_ssl = grpc_tls.ssl_context() if grpc_tls is not None else None
+        if self._grpc_ssl is not None:
+            self._grpc_ssl.set_alpn_protocols(["h2"])  # gRPC speaks HTTP/2 only
+        self._tls: dict[str, ListenerTls] = {}
         self.max_request_bytes = max_request_bytes
         self.idle_s = idle_ms / 1000 if idle_ms > 0 else None
         self.bound: dict[str, int] = {}
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
 
-    async def start(self, endpoints: Sequence[Endpoint]) -> None:
+    async def start(
+        self, endpoints: Sequence[Endpoint], tls: Mapping[str, ListenerTls] | None = None
+    ) -> None:
+        """Serve on ``endpoints``; those named in ``tls`` (SSL listeners) over TLS."""
         loop = asyncio.get_running_loop()
+        self._tls = dict(tls or {})
         for ep in endpoints:
+            listener_tls = self._tls.get(ep.listener_name)
             try:
                 server = await loop.create_server(
                     functools.partial(self._protocol, ep.listener_name),
                     host=ep.host or None,
                     port=ep.port,
+                    ssl=listener_tls.ssl_context() if listener_tls is not None else None,
                 )
             except OSError as e:
                 raise KafkaStorageError(f"cannot bind listener {ep}: {e}") from e
             self._servers.append(server)
             self.bound[ep.listener_name] = server.sockets[0].getsockname()[1]
+
+    def _principal(self, listener_name: str, writer: asyncio.StreamWriter) -> KafkaPrincipal:
+        """Who the TLS connection ``writer`` is: its client certificate's principal, or
+        ANONYMOUS without one; SslAuthenticationError when no mapping rule applies."""
+        ssl_object: ssl.SSLObject = writer.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True)
+        return self._tls[listener_name].principal_mapper.principal(der)
 
     def _protocol(self, listener_name: str) -> FrameProtocol:
         def serve(protocol: FrameProtocol) -> None:
@@ -116,18 +145,24 @@ class KafkaListener:
     async def _serve(self, listener_name: str, protocol: FrameProtocol) -> None:
         writer = protocol.writer
         assert writer is not None
-        # drain() waits until the socket took everything: a record set sent with sendfile
-        # must not overtake bytes still in the transport's buffer.
-        writer.transport.set_write_buffer_limits(high=0)
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        encrypted = writer.get_extra_info("ssl_object") is not None
+        if not encrypted:
+            # drain() waits until the socket took everything: a record set sent with
+            # sendfile must not overtake bytes still in the transport's buffer. (A TLS
+            # transport sends everything itself.)
+            writer.transport.set_write_buffer_limits(high=0)
         try:
+            if encrypted:
+                principal = self._principal(listener_name, writer)
+                _log.debug("connection from %s on %s is %s", peer, listener_name, principal)
             while True:
                 async with asyncio.timeout(self.idle_s):
                     frame = await protocol.next()
                 if frame is None:
                     if protocol.relay is not None and self.grpc_address is not None:
-                        await _relay(protocol.relay, writer, self.grpc_address)
+                        await _relay(protocol.relay, writer, self.grpc_address, self._grpc_ssl)
                     return
                 if isinstance(frame, BadFrameSize):
                     _log.warning(
@@ -143,13 +178,17 @@ class KafkaListener:
                 response = await self.apis.handle(frame, listener_name, host)
                 if response is None:
                     return
-                if isinstance(response, SplicedResponse):
+                if isinstance(response, SplicedResponse) and encrypted:
+                    await _send_read(writer, response, self._senders)
+                elif isinstance(response, SplicedResponse):
                     await _send_spliced(writer, response, self._senders, self.idle_s or 600.0)
                 elif response:
                     writer.write(response)
                     await writer.drain()
         except (ConnectionError, TimeoutError):
             return  # the client went away, or was idle too long
+        except SslAuthenticationError as e:
+            _log.warning("closing the connection from %s on %s: %s", peer, listener_name, e)
         except KafkaStorageError as e:
             # sendfile failed (the client went away, or a segment shrank under the read):
             # part of a response is on the wire, so the connection cannot go on.
@@ -163,10 +202,14 @@ class KafkaListener:
 
 
 async def _relay(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: tuple[str, int]
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    address: tuple[str, int],
+    tls: ssl.SSLContext | None,
 ) -> None:
-    """Pipe the connection both ways to ``address`` until either side closes."""
-    up_reader, up_writer = await asyncio.open_connection(*address)
+    """Pipe the connection both ways to ``address`` (over TLS with ``tls``) until either side
+    closes."""
+    up_reader, up_writer = await asyncio.open_connection(*address, ssl=tls)
 
     async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
         while chunk := await src.read(_RELAY_CHUNK):
@@ -187,6 +230,30 @@ async def _relay(
         up_writer.close()
         with contextlib.suppress(Exception):
             await up_writer.wait_closed()
+
+
+async def _send_read(
+    writer: asyncio.StreamWriter, response: SplicedResponse, readers: ThreadPoolExecutor
+) -> None:
+    """The frame through a TLS transport, each record set read from its segment files in
+    its place (by a reader thread when it is large)."""
+    frame = memoryview(response.frame)
+    at = 0
+    for offset, regions in response.splices:
+        writer.write(frame[at:offset])
+        if sum(r.length for r in regions) > _READ_ON_LOOP_BYTES:
+            data = await asyncio.get_running_loop().run_in_executor(readers, _read, regions)
+        else:
+            data = _read(regions)
+        writer.write(data)
+        await writer.drain()
+        at = offset
+    writer.write(frame[at:])
+    await writer.drain()
+
+
+def _read(regions: Sequence[FileRegion]) -> bytes:
+    return b"".join(r.read() for r in regions)
 
 
 async def _send_spliced(
