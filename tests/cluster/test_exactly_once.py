@@ -75,6 +75,14 @@ def _opened(log: Path) -> int:
     return sum(line.startswith("open ") for line in log.read_text().splitlines())
 
 
+def _await_open_transaction(c: Cluster, log: Path, opened: int) -> None:
+    """Wait until a copier holds a transaction open beyond the ``opened`` before."""
+    try:
+        eventually(lambda: _opened(log) > opened or None, timeout=60, interval=0.02)
+    except AssertionError:
+        raise AssertionError(f"no transaction opened:\n{_diagnose(c, log)}") from None
+
+
 def _diagnose(c: Cluster, log: Path) -> str:
     """What a failed run leaves to look at: the transaction, the output's producers and
     offsets, the copier's log."""
@@ -139,10 +147,7 @@ def test_a_copier_killed_again_and_again_copies_each_record_exactly_once(
             if kill % 2:
                 # Aimed: inside a transaction whose records are written, which the next
                 # copier must abort.
-                try:
-                    eventually(lambda: _opened(log) > opened or None, timeout=60, interval=0.02)
-                except AssertionError:
-                    raise AssertionError(f"no transaction opened:\n{_diagnose(cluster, log)}")
+                _await_open_transaction(cluster, log, opened)
             else:
                 time.sleep(rng.uniform(1.5, 4.0))
             proc.kill()
