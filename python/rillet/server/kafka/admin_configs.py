@@ -204,7 +204,7 @@ def _entry(
         "read_only": read_only,
         "is_default": source == DEFAULT_CONFIG,
         "config_source": CONFIG_SOURCES[source],
-        "is_sensitive": False,
+        "is_sensitive": key is not None and key.type == "password",
         "synonyms": [
             {"name": s.name, "value": s.value, "source": CONFIG_SOURCES[s.source]} for s in synonyms
         ]
