@@ -290,6 +290,8 @@ class SslAuthenticationError(KafkaError):
     missing client certificate, plaintext to a TLS port. It has no error code: the connection
     is closed, and each side reports it locally."""
 
+    name = "SslAuthenticationException"
+
 
 class BrokerNotAvailableError(KafkaError):
     """The broker is not available."""

@@ -23,7 +23,7 @@ import grpc
 
 from rillet._core import FetchResponseView, decode_fetch_response
 from rillet.client.kafka_connection import KafkaConnection
-from rillet.client.security import open_channel, settled_transport, unreachable
+from rillet.client.security import open_channel, unreachable
 from rillet.errors import (
     InvalidConfigurationError,
     KafkaError,
@@ -120,7 +120,7 @@ class ClusterMetadata:
         self.bootstrap = bootstrap
         self.request_timeout_ms = request_timeout_ms
         self.tls = tls
-        self.transport = settled_transport(transport, tls)
+        self.transport = transport
         self.client_id = client_id
         self._lock = threading.Lock()
         self._snapshot = _Snapshot()
@@ -169,7 +169,7 @@ class ClusterMetadata:
             conn = self._kafka.get(address)
             if conn is None:
                 conn = self._kafka[address] = KafkaConnection(
-                    address, self.client_id, self.request_timeout_ms
+                    address, self.client_id, self.request_timeout_ms, self.tls
                 )
             return conn
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -28,13 +29,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from rillet._core import kafka_decode_response, kafka_encode_request
+from rillet.client.tls_socket import TlsSocket
 from rillet.errors import (
     KafkaError,
     KafkaTimeoutError,
     NetworkError,
+    SslAuthenticationError,
     UnsupportedVersionError,
     error_for_code,
 )
+from rillet.security.tls import ClientTls
 
 __all__ = ["API_VERSIONS", "KafkaConnection", "Response"]
 
@@ -46,6 +50,8 @@ _API_VERSIONS_VERSION = 3
 # requests never ask for more.
 _MAX_RESPONSE_BYTES = 256 << 20
 _SIZE = struct.Struct(">i")
+# A connection's byte stream: a socket, or TLS over one.
+_Stream = socket.socket | TlsSocket
 
 # A request's outcome: the decoded response (None when none is expected), or why there is
 # none.
@@ -67,14 +73,21 @@ class _Pending:
 class KafkaConnection:
     """One broker's connection, opened on the first request. Thread safe."""
 
-    def __init__(self, address: str, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        address: str,
+        client_id: str,
+        request_timeout_ms: int,
+        tls: ClientTls | None = None,
+    ) -> None:
         host, _, port = address.rpartition(":")
         self.address = address
         self._host, self._port = host.strip("[]"), int(port)
         self._client_id = client_id
+        self._tls = tls.ssl_context() if tls is not None else None
         self._timeout_s = request_timeout_ms / 1000
         self._lock = threading.Lock()  # guards the fields below and orders writes
-        self._sock: socket.socket | None = None
+        self._sock: _Stream | None = None
         self._versions: dict[int, tuple[int, int]] = {}
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
@@ -178,7 +191,7 @@ class KafkaConnection:
             )
         return min(hi, known[1])
 
-    def _connected(self) -> socket.socket:
+    def _connected(self) -> _Stream:
         """The open socket, connecting (and asking ApiVersions) first if there is none
         (call under the lock)."""
         if self._closed:
@@ -186,13 +199,34 @@ class KafkaConnection:
         if self._sock is not None:
             return self._sock
         try:
-            sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
+            raw = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
         except OSError as e:
             raise NetworkError(f"connecting to {self.address} failed: {e}") from e
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = raw if self._tls is None else TlsSocket(raw, self._tls, self._host)
+        except ssl.SSLError as e:
+            raw.close()
+            raise SslAuthenticationError(f"TLS handshake with {self.address} failed: {e}") from e
+        except OSError as e:
+            raw.close()
+            raise NetworkError(f"connecting to {self.address} failed: {e}") from e
+        try:
             self._versions = self._api_versions(sock)
-        except (OSError, EOFError, KafkaError) as e:
+        except ssl.SSLError as e:
+            sock.close()
+            raise SslAuthenticationError(f"{self.address} refused the TLS connection: {e}") from e
+        except (ConnectionError, EOFError) as e:
+            sock.close()
+            if self._tls is None:
+                raise NetworkError(f"connecting to {self.address} failed: {e}") from e
+            # A TLS 1.3 server checks the client's certificate after the client's side of the
+            # handshake is done: a refusal shows as the connection closing.
+            raise SslAuthenticationError(
+                f"{self.address} closed the TLS connection after the handshake: it does not "
+                f"accept this client's certificate, or is not a Kafka listener ({e})"
+            ) from e
+        except (OSError, KafkaError) as e:
             # EOF: the listener closed on ApiVersions (one that does not speak Kafka's protocol).
             sock.close()
             raise NetworkError(f"connecting to {self.address} failed: {e}") from e
@@ -204,7 +238,7 @@ class KafkaConnection:
         ).start()
         return sock
 
-    def _api_versions(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
+    def _api_versions(self, sock: _Stream) -> dict[int, tuple[int, int]]:
         correlation_id = self._correlation_id()
         body = {"client_software_name": "rillet", "client_software_version": "0"}
         sock.sendall(
@@ -219,7 +253,7 @@ class KafkaConnection:
             )
         return {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
 
-    def _read(self, sock: socket.socket) -> None:
+    def _read(self, sock: _Stream) -> None:
         """The reader thread: completes requests as their responses come, until the
         connection closes or a request times out."""
         try:
@@ -254,7 +288,7 @@ class KafkaConnection:
             _log.exception("reading from %s failed", self.address)
             self._fail_all(sock, NetworkError(f"connection to {self.address}: {e}"))
 
-    def _check_deadlines(self, sock: socket.socket) -> None:
+    def _check_deadlines(self, sock: _Stream) -> None:
         now = time.monotonic()
         with self._lock:
             late = any(p.deadline < now for p in self._pending.values())
@@ -263,7 +297,7 @@ class KafkaConnection:
                 f"a request to {self.address} had no response in {self._timeout_s} s"
             )
 
-    def _shut(self, sock: socket.socket) -> None:
+    def _shut(self, sock: _Stream) -> None:
         """Close ``sock`` and forget it (call under the lock); its reader fails what is
         outstanding on it."""
         if self._sock is sock:
@@ -272,7 +306,7 @@ class KafkaConnection:
             sock.shutdown(socket.SHUT_RDWR)
         sock.close()
 
-    def _fail_all(self, sock: socket.socket, error: KafkaError) -> None:
+    def _fail_all(self, sock: _Stream, error: KafkaError) -> None:
         with self._lock:
             self._shut(sock)
             pending, self._pending = list(self._pending.values()), {}
@@ -283,7 +317,7 @@ class KafkaConnection:
                 _log.exception("a request's callback failed")
 
 
-def _read_frame(sock: socket.socket) -> bytes:
+def _read_frame(sock: _Stream) -> bytes:
     """One response frame, without its size prefix."""
     size = _SIZE.unpack(_read_exactly(sock, 4))[0]
     if not 4 <= size <= _MAX_RESPONSE_BYTES:
@@ -291,7 +325,7 @@ def _read_frame(sock: socket.socket) -> bytes:
     return _read_exactly(sock, size)
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
+def _read_exactly(sock: _Stream, n: int) -> bytes:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0

@@ -4,9 +4,8 @@
 ``ssl.keystore.location``, ``ssl.key.password``, ... with ``ssl.*.type`` PEM or PKCS12), so
 a Kafka ``client.properties`` works as it is (``--command-config`` in the tools).
 
-Over TLS the client speaks gRPC: at a Kafka listener it goes through the listener's relay.
-Kafka's own protocol from Rillet's client does not speak TLS yet, so ``security_protocol=SSL``
-with ``transport="kafka"`` is refused.
+Both transports speak TLS: gRPC through its channel credentials, Kafka's protocol through
+:class:`~rillet.client.tls_socket.TlsSocket`.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from rillet.client.configs import merge_configs
 from rillet.errors import (
     InvalidConfigurationError,
     KafkaError,
@@ -24,7 +24,7 @@ from rillet.errors import (
 )
 from rillet.security.tls import ClientTls, load_key_material
 
-__all__ = ["SECURITY_DEFAULTS", "client_tls", "open_channel", "settled_transport", "unreachable"]
+__all__ = ["SECURITY_DEFAULTS", "client_tls", "open_channel", "tls_from_properties", "unreachable"]
 
 SECURITY_DEFAULTS: Mapping[str, Any] = {
     "security_protocol": "PLAINTEXT",
@@ -93,17 +93,9 @@ def client_tls(config: Mapping[str, Any]) -> ClientTls | None:
     )
 
 
-def settled_transport(transport: str, tls: ClientTls | None) -> str:
-    """The transport a client with ``tls`` uses when asked for ``transport``: gRPC over TLS
-    (see the module doc)."""
-    if tls is None:
-        return transport
-    if transport == "kafka":
-        raise InvalidConfigurationError(
-            "Invalid value kafka for configuration transport: Rillet's client speaks TLS over "
-            "gRPC only (security.protocol=SSL); use transport=grpc or auto"
-        )
-    return "grpc"
+def tls_from_properties(props: Mapping[str, Any]) -> ClientTls | None:
+    """:func:`client_tls` of Kafka's dotted names (``security.protocol``, ``ssl.*``)."""
+    return client_tls(merge_configs(SECURITY_DEFAULTS, props, {}, "security"))
 
 
 def open_channel(

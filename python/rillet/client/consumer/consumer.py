@@ -36,7 +36,13 @@ from rillet.client.consumer.listener import ConsumerRebalanceListener
 from rillet.client.consumer.member_base import CommitCallback, GroupMemberBase
 from rillet.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState
 from rillet.client.security import SECURITY_DEFAULTS, client_tls
-from rillet.errors import IllegalStateError, InvalidConfigurationError, KafkaError
+from rillet.errors import (
+    IllegalStateError,
+    InvalidConfigurationError,
+    KafkaError,
+    KafkaTimeoutError,
+    SslAuthenticationError,
+)
 from rillet.protocol import fetch_pb2
 from rillet.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
@@ -353,9 +359,14 @@ class Consumer:
         return set(self._cluster.topics())
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
-        """The partition numbers of ``topic``, or None when it does not exist."""
-        with contextlib.suppress(KafkaError):
+        """The partition numbers of ``topic``, or None when it does not exist. No broker to
+        ask (none reachable, or TLS refused) raises, rather than look like no topic."""
+        try:
             self._cluster.refresh([topic])
+        except (KafkaTimeoutError, SslAuthenticationError):
+            raise
+        except KafkaError:
+            pass  # the cached metadata answers
         parts = self._cluster.partitions_for(topic)
         return set(parts) if parts is not None else None
 

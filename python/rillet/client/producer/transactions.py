@@ -48,6 +48,7 @@ from rillet.errors import (
 from rillet.protocol.gen.v1 import transaction_pb2, transaction_pb2_grpc
 from rillet.protocol.group import read_txn_offset_commit_response, txn_offset_commit_request
 from rillet.protocol.transaction import init_producer_id_request, read_init_producer_id_response
+from rillet.security.tls import ClientTls
 from rillet.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = ["TransactionManager", "TransactionState", "end_transaction"]
@@ -384,12 +385,13 @@ def end_transaction(
     producer_epoch: int,
     committed: bool,
     request_timeout_ms: int = 30_000,
+    tls: ClientTls | None = None,
 ) -> None:
     """Commit or abort the open transaction of ``transactional_id`` that a producer with this
     id and epoch began (and left open): the second phase of a write whose tasks each prepared
     a transaction, such as the Spark sink's. Raises PRODUCER_FENCED when a newer producer
     took the transactional id meanwhile."""
-    cluster = ClusterMetadata(parse_bootstrap(bootstrap_servers), request_timeout_ms)
+    cluster = ClusterMetadata(parse_bootstrap(bootstrap_servers), request_timeout_ms, tls=tls)
     try:
         txn = TransactionManager(
             cluster, transactional_id, 60_000, request_timeout_ms, 100, request_timeout_ms, ""
