@@ -19,7 +19,8 @@ from rillet import Consumer, Producer, TopicPartition
 from rillet.client.admin import AdminClient, NewTopic
 from rillet.errors import KafkaError, SslAuthenticationError
 from rillet.security.certs import CertFiles, make_ca, make_cert
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, eventually
+from tests.support.rust_client import build_rust_client
 
 RECORDS = 500
 
@@ -88,18 +89,22 @@ def test_the_cluster_replicates_over_tls_and_serves_clients_with_the_right_ca(
         futures = [producer.send("secure", b"%d" % i) for i in range(RECORDS)]
         producer.flush()
         assert all(f.get(30).offset == i for i, f in enumerate(futures))
-    # Through a Kafka listener (its relay, over TLS) as well as the gRPC one.
+    # Over Kafka's protocol too, from Rillet's client and from its consumer below.
+    with Producer(bootstrap_servers=cluster.kafka_bootstrap(), acks="all", **alice) as producer:
+        assert producer.send("secure", b"%d" % RECORDS).get(30).offset == RECORDS
+        assert producer.transport == "kafka"
+    # Through a Kafka listener (Kafka's protocol over TLS) as well as the gRPC one.
     for bootstrap in (cluster.kafka_bootstrap(), cluster.bootstrap()):
         consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", **alice)
         tp = TopicPartition("secure", 0)
         consumer.assign([tp])
         values: list[bytes] = []
-        while len(values) < RECORDS:
+        while len(values) < RECORDS + 1:
             batch = consumer.poll(timeout_ms=10_000).get(tp, [])
             assert batch, "no records over TLS"
             values += [r.value or b"" for r in batch]
         consumer.close()
-        assert values == [b"%d" % i for i in range(RECORDS)]
+        assert values == [b"%d" % i for i in range(RECORDS + 1)]
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
@@ -117,6 +122,19 @@ def test_kcat_speaks_kafkas_protocol_over_tls_with_its_certificate(
         "-X",
         f"ssl.key.location={alice.key}",
     ]
+    with AdminClient(bootstrap_servers=cluster.bootstrap(), **_tls(alice)) as admin:
+        admin.create_topics([NewTopic("kcat-tls", 1, 3)])
+    # Every broker knows the topic and its leader before kcat asks one of them.
+    for node in cluster.nodes.values():
+        single = [*trusted[:2], node.kafka_bootstrap, *trusted[3:]]
+
+        def described(argv: list[str] = single) -> bool | None:
+            listed = subprocess.run(
+                [*argv, "-L", "-t", "kcat-tls"], capture_output=True, text=True, timeout=30
+            )
+            return ("partition 0, leader" in listed.stdout and "err" not in listed.stdout) or None
+
+        eventually(described)
     lines = "".join(f"k{i}\n" for i in range(100))
     subprocess.run([*trusted, "-P", "-t", "kcat-tls"], input=lines.encode(), check=True, timeout=60)
     out = subprocess.run(
@@ -161,8 +179,73 @@ def test_a_client_without_a_certificate_or_without_tls_is_refused(
         _list_topics(cluster, **no_cert)
     with pytest.raises(KafkaError, match="closes plaintext"):
         _list_topics(cluster)
-    # Kafka's protocol in plaintext to the TLS port: the broker closes the connection.
-    host, port = cluster.kafka_bootstrap().split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as s:
+    # Kafka's protocol in plaintext to the TLS port (an ApiVersions request): the broker
+    # closes the connection, and logs the failed authentication as Kafka does.
+    node = cluster.nodes[1]
+    seen = len(node.output())
+    with socket.create_connection(("127.0.0.1", node.kport or 0), timeout=10) as s:
         s.sendall(b"\x00\x00\x00\x0e\x00\x12\x00\x03\x00\x00\x00\x01\x00\x04test")
-        assert s.recv(100) in (b"",) or not s.recv(100)
+        answer = b"".join(iter(lambda: s.recv(100), b""))
+    assert answer == b"" or answer[0] == 0x15, answer  # nothing, or a TLS alert record
+    eventually(
+        lambda: (
+            "Failed authentication with 127.0.0.1 on KAFKA (SSL handshake failed"
+            in node.output()[seen:]
+            or None
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("who", "ca_of"),
+    [("stranger", "alice"), ("alice", "stranger"), ("expired", "alice")],
+)
+def test_kafkas_protocol_from_rillets_client_refuses_the_wrong_certificate(
+    cluster: Cluster, certs: dict[str, CertFiles], who: str, ca_of: str
+) -> None:
+    configs = _tls(certs[who], certs[ca_of].ca)
+    producer = Producer(
+        bootstrap_servers=cluster.kafka_bootstrap(), transport="kafka", max_block_ms=5000, **configs
+    )
+    try:
+        with pytest.raises(KafkaError, match="TLS"):
+            producer.send("secure", b"never").get(10)
+    finally:
+        producer.close()
+
+
+@pytest.mark.slow
+def test_the_rust_example_client_speaks_grpc_over_tls_with_its_certificate(
+    cluster: Cluster, certs: dict[str, CertFiles]
+) -> None:
+    binary = build_rust_client()
+    alice = certs["alice"]
+    with AdminClient(bootstrap_servers=cluster.bootstrap(), **_tls(alice)) as admin:
+        admin.create_topics([NewTopic("rust-tls", 1, 3)])
+    leader = cluster.nodes[_leader(cluster, alice, "rust-tls")]
+
+    def run(files: CertFiles, ca: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(binary), "--bootstrap-server", leader.bootstrap, "--topic", "rust-tls",
+             "--if-not-exists", "--count", "5", "--ssl-cafile", str(ca),
+             "--ssl-certfile", str(files.cert), "--ssl-keyfile", str(files.key)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    ok = run(alice, alice.ca)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[-1] == "Read back all 5 records; they match what was written."
+    refused = run(alice, certs["stranger"].ca)  # trusts another CA
+    assert refused.returncode != 0
+    assert "cannot connect" in refused.stderr and "certificate" in refused.stderr.lower()
+
+
+def _leader(cluster: Cluster, files: CertFiles, topic: str) -> int:
+    """The partition's leader, once it has one."""
+    with AdminClient(bootstrap_servers=cluster.bootstrap(), **_tls(files)) as admin:
+
+        def leader() -> int | None:
+            found = admin.describe_topics([topic])[0].partitions[0].leader
+            return found if found >= 0 else None
+
+        return eventually(leader)

@@ -7,41 +7,23 @@ through the Python stubs (the fast path, RecordBatch v2 bytes decoded by rillet.
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.rust_client import build_rust_client
 from tests.support.server_process import ServerProcess, fetch_all
 
 # A cold build of tonic and protox takes about a minute (a debug build: a third less than a
 # release one); it runs in the first test's setup.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-MANIFEST = Path(__file__).resolve().parents[2] / "examples" / "rust-client" / "Cargo.toml"
-
 
 @pytest.fixture(scope="module")
 def client_binary() -> Path:
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo is not on PATH: cannot build examples/rust-client")
-    # The JSON messages name the executable wherever the target directory is (CARGO_TARGET_DIR).
-    r = subprocess.run(
-        ["cargo", "build", "--manifest-path", str(MANIFEST),
-         "--message-format=json-render-diagnostics"],
-        capture_output=True, text=True, timeout=1500,
-    )  # fmt: skip
-    assert r.returncode == 0, f"cargo build failed:\n{r.stderr}"
-    executables = [
-        m["executable"]
-        for m in map(json.loads, r.stdout.splitlines())
-        if m.get("reason") == "compiler-artifact" and m.get("executable")
-    ]
-    assert len(executables) == 1, r.stdout
-    return Path(executables[0])
+    return build_rust_client()
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,23 @@ def test_sink_options() -> None:
         parse_sink_options({**BOOT, "rillet.transactional.id.prefix": " "})
 
 
+def test_security_options_reach_the_source_and_the_sink_as_client_configs() -> None:
+    tls = {
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": "/certs/ca.pem",
+    }
+    expected = (
+        ("security.protocol", "SSL"),
+        ("ssl.truststore.location", "/certs/ca.pem"),
+        ("ssl.truststore.type", "PEM"),
+    )
+    source = parse_source_options({**BOOT, "subscribe": "t", **tls}, streaming=False)
+    assert source.security == expected
+    sink = parse_sink_options({**BOOT, "topic": "t", **tls})
+    assert sink.security == expected and sink.producer_configs == ()
+
+
 def test_split_ranges_reaches_min_partitions_and_covers_every_offset() -> None:
     ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 5, 15), OffsetRange("t", 2, 3, 3)]
     for min_partitions in (1, 2, 3, 7, 50, 2000):

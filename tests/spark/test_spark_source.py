@@ -33,6 +33,7 @@ from pyspark.sql.types import (  # noqa: E402
 import rillet.spark  # noqa: E402
 from rillet.client.consumer import Consumer  # noqa: E402
 from rillet.client.producer import Producer  # noqa: E402
+from rillet.security.certs import make_ca, make_cert  # noqa: E402
 from rillet.spark.source import FILTER_PUSHDOWN_AVAILABLE, kafka_schema  # noqa: E402
 from rillet.types import TopicPartition  # noqa: E402
 from tests.support.server_process import ServerProcess  # noqa: E402
@@ -675,3 +676,46 @@ def test_pyspark_finds_the_source_without_register(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"COUNT {len(orders)}" in done.stdout
+
+
+def test_tls_options_reach_every_client_of_a_write_and_a_read(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A broker whose client listener is SSL: ``kafka.security.protocol`` and
+    ``kafka.ssl.*`` take a transactional write (its tasks' producers and the driver's
+    commit) and a read (planning and the tasks' fetches) there."""
+    ca = make_ca(tmp_path / "certs")
+    node = make_cert(ca, tmp_path / "certs", "node")
+    tls_server = ServerProcess(
+        tmp_path / "data",
+        overrides={
+            "listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(node.keystore),
+        },
+    )
+    tls_server.start()
+    options = {
+        "kafka.bootstrap.servers": tls_server.bootstrap,
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(ca),
+    }
+    try:
+        df = spark.createDataFrame([(b"secret-%d" % i,) for i in range(50)], "value binary")
+        (
+            df.write.format("rillet")
+            .options(**options)
+            .option("topic", "tls-written")
+            .option("rillet.transactional.id.prefix", "tls-job")
+            .mode("append")
+            .save()
+        )
+        back = spark.read.format("rillet").options(**options).option("subscribe", "tls-written")
+        values = sorted(bytes(r.value) for r in back.load().collect())
+        assert values == sorted(b"secret-%d" % i for i in range(50))
+        plain = spark.read.format("rillet").option("subscribe", "tls-written")
+        with pytest.raises(Exception, match=r"TLS|closes plaintext"):
+            plain.option("kafka.bootstrap.servers", tls_server.bootstrap).load().collect()
+    finally:
+        tls_server.kill()

@@ -8,13 +8,16 @@
 //!
 //! Every request goes to the bootstrap server: on a cluster of several brokers it works when that
 //! broker leads every partition, and reports NOT_LEADER_OR_FOLLOWER otherwise.
+//!
+//! With `--ssl-cafile` it speaks TLS to an SSL listener (rustls), and with `--ssl-certfile` and
+//! `--ssl-keyfile` it presents a client certificate (listeners with `ssl.client.auth=required`).
 
 use std::fmt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// The generated rillet.v1 messages and clients. They cover whole .proto files, of which this
 /// example uses a part.
@@ -57,6 +60,30 @@ struct Args {
     /// Use the topic if it already exists instead of failing with TOPIC_ALREADY_EXISTS.
     #[arg(long)]
     if_not_exists: bool,
+    /// Speak TLS, trusting the CA certificates (PEM) in this file.
+    #[arg(long, value_name = "FILE")]
+    ssl_cafile: Option<String>,
+    /// The client certificate (PEM) to present over TLS.
+    #[arg(long, value_name = "FILE", requires_all = ["ssl_cafile", "ssl_keyfile"])]
+    ssl_certfile: Option<String>,
+    /// The client certificate's private key (PEM, unencrypted).
+    #[arg(long, value_name = "FILE", requires = "ssl_certfile")]
+    ssl_keyfile: Option<String>,
+}
+
+/// The TLS settings of the command line, read from their files (None: plaintext).
+fn tls_config(args: &Args) -> Result<Option<ClientTlsConfig>, ClientError> {
+    let Some(cafile) = &args.ssl_cafile else {
+        return Ok(None);
+    };
+    let read = |path: &String| {
+        std::fs::read(path).map_err(|e| ClientError::Check(format!("cannot read {path}: {e}")))
+    };
+    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(cafile)?));
+    if let (Some(cert), Some(key)) = (&args.ssl_certfile, &args.ssl_keyfile) {
+        tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+    }
+    Ok(Some(tls))
 }
 
 /// Why the program failed. Kafka errors keep Kafka's name; transport failures keep gRPC's status.
@@ -152,18 +179,25 @@ fn rpc_error(what: &str) -> impl FnOnce(tonic::Status) -> ClientError + '_ {
     }
 }
 
-async fn connect(bootstrap_server: &str) -> Result<Channel, ClientError> {
+async fn connect(
+    bootstrap_server: &str,
+    tls: Option<ClientTlsConfig>,
+) -> Result<Channel, ClientError> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let uri = if bootstrap_server.contains("://") {
         bootstrap_server.to_owned()
     } else {
-        format!("http://{bootstrap_server}")
+        format!("{scheme}://{bootstrap_server}")
     };
     let connect_error = |source| ClientError::Connect {
         server: bootstrap_server.to_owned(),
         source,
     };
-    Endpoint::from_shared(uri)
-        .map_err(connect_error)?
+    let mut endpoint = Endpoint::from_shared(uri).map_err(connect_error)?;
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls).map_err(connect_error)?;
+    }
+    endpoint
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(60))
         .connect()
@@ -493,7 +527,7 @@ fn compare(topic: &str, written: &[Written], read: &[Vec<Record>]) -> Result<(),
 }
 
 async fn run(args: Args) -> Result<(), ClientError> {
-    let channel = connect(&args.bootstrap_server).await?;
+    let channel = connect(&args.bootstrap_server, tls_config(&args)?).await?;
     create_topic(
         channel.clone(),
         &args.topic,

@@ -20,6 +20,7 @@ import grpc
 from rillet._core import decode_arrow
 from rillet.client.cluster import ClusterMetadata, FetchedResponse
 from rillet.client.configs import parse_bootstrap
+from rillet.client.security import tls_from_properties
 from rillet.errors import KafkaError, KafkaTimeoutError, OffsetOutOfRangeError
 from rillet.protocol import fetch_pb2
 from rillet.protocol.errors import error_from_wire
@@ -79,15 +80,17 @@ def read_range(r: OffsetRange, opts: SourceOptions) -> Iterator[Any]:
 # One ClusterMetadata (its channels, connections and metadata) per cluster for the life of
 # the worker process: Spark reuses a Python worker for task after task, and a new channel
 # per task cost a connection, an HTTP/2 handshake and a metadata round trip each time.
-_CLUSTERS: dict[tuple[str, int], ClusterMetadata] = {}
+_CLUSTERS: dict[tuple[str, int, tuple[tuple[str, str], ...]], ClusterMetadata] = {}
 
 
 def _cluster(opts: SourceOptions) -> ClusterMetadata:
-    key = (opts.bootstrap_servers, opts.request_timeout_ms)
+    key = (opts.bootstrap_servers, opts.request_timeout_ms, opts.security)
     cluster = _CLUSTERS.get(key)
     if cluster is None:
         cluster = _CLUSTERS[key] = ClusterMetadata(
-            parse_bootstrap(opts.bootstrap_servers), opts.request_timeout_ms
+            parse_bootstrap(opts.bootstrap_servers),
+            opts.request_timeout_ms,
+            tls=tls_from_properties(dict(opts.security)),
         )
     return cluster
 

@@ -2,9 +2,10 @@
 source and sink option names and rules, parsed once on the driver into frozen values.
 
 Option names are case-insensitive (Spark hands them over lowercased). Every error names the
-option it is about. ``kafka.*`` options other than ``kafka.bootstrap.servers`` are accepted
-and ignored, so a job written for Spark's Kafka source runs unchanged; any other unknown
-option is refused.
+option it is about. ``kafka.security.protocol`` and ``kafka.ssl.*`` reach every client the
+source or sink opens (TLS, with the Java client's keys); other ``kafka.*`` options than
+``kafka.bootstrap.servers`` are accepted and ignored by the source, so a job written for
+Spark's Kafka source runs unchanged; any other unknown option is refused.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     fetch_max_bytes: int = 8 << 20
     request_timeout_ms: int = 30_000
+    # kafka.security.protocol and kafka.ssl.* as client configs (Kafka's dotted names).
+    security: tuple[tuple[str, str], ...] = ()
 
     @property
     def strategy(self) -> str:
@@ -95,6 +98,7 @@ class SinkOptions:
     # Exactly-once writes: each task writes in a transaction of
     # ``<prefix>-<partition id>``, committed by the driver when Spark commits the job.
     transactional_id_prefix: str | None = None
+    security: tuple[tuple[str, str], ...] = ()
 
 
 _BOOTSTRAP = ("kafka.bootstrap.servers", "rillet.bootstrap.servers")
@@ -153,6 +157,16 @@ _SINK_PRODUCER_CONFIGS = frozenset(
         "transaction.timeout.ms",
     }
 )
+
+
+def _security(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The ``kafka.security.protocol`` and ``kafka.ssl.*`` options as client configs."""
+    out = []
+    for key, value in sorted(opts.items()):
+        name = key.removeprefix("kafka.")
+        if key.startswith("kafka.") and (name == "security.protocol" or name.startswith("ssl.")):
+            out.append((name, value))
+    return tuple(out)
 
 
 def _lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -360,6 +374,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         max_offsets_per_trigger=max_per_trigger,
         fetch_max_bytes=_positive_int(opts, "rillet.fetch.max.bytes") or 8 << 20,
         request_timeout_ms=_positive_int(opts, "rillet.request.timeout.ms") or 30_000,
+        security=_security(opts),
     )
 
 
@@ -374,6 +389,8 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             name = key.removeprefix("kafka.")
             if name in _SINK_PRODUCER_CONFIGS:
                 producer.append((name, value))
+            elif name == "security.protocol" or name.startswith("ssl."):
+                pass  # security, below
             elif name in ("acks", "key.serializer", "value.serializer"):
                 raise _error(key, "is set by the rillet sink (acks=all, binary key and value)")
             continue
@@ -389,6 +406,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
         topic=topic.strip() if topic is not None else None,
         producer_configs=tuple(sorted(producer)),
         transactional_id_prefix=prefix.strip() if prefix is not None else None,
+        security=_security(opts),
     )
 
 

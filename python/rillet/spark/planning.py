@@ -49,6 +49,7 @@ class OffsetRange:
 
 def open_consumer(opts: SourceOptions) -> Consumer:
     return Consumer(
+        dict(opts.security),
         bootstrap_servers=opts.bootstrap_servers,
         request_timeout_ms=opts.request_timeout_ms,
         client_id="rillet-spark",

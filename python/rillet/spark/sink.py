@@ -42,6 +42,7 @@ from pyspark.sql.types import (
 
 from rillet.client.producer import Producer
 from rillet.client.producer.transactions import end_transaction
+from rillet.client.security import tls_from_properties
 from rillet.spark.options import RilletOptionError, SinkOptions
 
 __all__ = ["RilletBatchWriter", "RilletStreamWriter", "check_sink_schema"]
@@ -111,6 +112,7 @@ class _TaskProducer:
         self.opts = opts
         configs: dict[str, Any] = {"bootstrap.servers": opts.bootstrap_servers, "acks": "all"}
         configs.update(dict(opts.producer_configs))
+        configs.update(dict(opts.security))
         self.transactional_id: str | None = None
         if opts.transactional_id_prefix is not None:
             self.transactional_id = f"{opts.transactional_id_prefix}-{_partition_id()}"
@@ -196,6 +198,7 @@ def end_transactions(
                 m.producer_id,
                 m.producer_epoch,
                 committed,
+                tls=tls_from_properties(dict(opts.security)),
             )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import ssl
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from rillet.config import BrokerConfig
@@ -212,3 +214,26 @@ def test_a_listener_serves_a_replaced_keystore_without_a_restart(ca: Path, tmp_p
     port, thread, _ = _serve_once(ctx)
     assert _connect(port, client) == "CN=node1-renewed"
     thread.join(5)
+
+
+def _served_subject(port: int) -> str:
+    """The subject of the certificate a TLS server on ``port`` presents (not verified)."""
+    return distinguished_name(ssl.get_server_certificate(("127.0.0.1", port)).encode())
+
+
+async def test_a_grpc_listener_serves_a_replaced_keystore_without_a_restart(
+    ca: Path, tmp_path: Path
+) -> None:
+    node = make_cert(ca, tmp_path, "node1")
+    listener = ListenerTls("SSL", _pem(node))
+    server = grpc.aio.server()
+    port = server.add_secure_port("127.0.0.1:0", listener.grpc_credentials())
+    await server.start()
+    try:
+        assert await asyncio.to_thread(_served_subject, port) == "CN=node1"
+        renewed = make_cert(ca, tmp_path / "renewed", "node1", common_name="node1-renewed")
+        os.replace(renewed.keystore, node.keystore)
+        await asyncio.sleep(1.1)  # a handshake looks at the files at most once a second
+        assert await asyncio.to_thread(_served_subject, port) == "CN=node1-renewed"
+    finally:
+        await server.stop(None)

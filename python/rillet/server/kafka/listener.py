@@ -38,7 +38,7 @@ import os
 import select
 import socket
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from rillet._core import FileRegion, transfer
@@ -97,13 +97,14 @@ class KafkaListener:
         self._tls = dict(tls or {})
         for ep in endpoints:
             listener_tls = self._tls.get(ep.listener_name)
+            factory: Callable[[], asyncio.BaseProtocol]
+            if listener_tls is None:
+                factory = functools.partial(self._protocol, ep.listener_name)
+            else:
+                context = listener_tls.ssl_context()
+                factory = functools.partial(_TlsGate, self, ep.listener_name, context)
             try:
-                server = await loop.create_server(
-                    functools.partial(self._protocol, ep.listener_name),
-                    host=ep.host or None,
-                    port=ep.port,
-                    ssl=listener_tls.ssl_context() if listener_tls is not None else None,
-                )
+                server = await loop.create_server(factory, host=ep.host or None, port=ep.port)
             except OSError as e:
                 raise KafkaStorageError(f"cannot bind listener {ep}: {e}") from e
             self._servers.append(server)
@@ -199,6 +200,47 @@ class KafkaListener:
             _log.exception("serving a Kafka connection from %s failed", peer)
         finally:
             writer.close()
+
+
+class _TlsGate(asyncio.Protocol):
+    """A new connection to an SSL listener: its TLS handshake, then the connection handed to
+    a :class:`FrameProtocol` over the TLS transport. A failed handshake (an untrusted or
+    expired certificate, none where one is required, plaintext) is logged, as Kafka logs a
+    failed authentication, and the connection closed."""
+
+    def __init__(self, listener: KafkaListener, listener_name: str, context: ssl.SSLContext):
+        self.listener = listener
+        self.listener_name = listener_name
+        self.context = context
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()  # the handshake reads the first bytes
+        task = asyncio.get_running_loop().create_task(self._upgrade(transport))
+        # Held (and cancelled when the listener stops) with the connections.
+        self.listener._connections.add(task)
+        task.add_done_callback(self.listener._connections.discard)
+
+    async def _upgrade(self, transport: asyncio.Transport) -> None:
+        protocol = self.listener._protocol(self.listener_name)
+        peer = transport.get_extra_info("peername")
+        try:
+            encrypted = await asyncio.get_running_loop().start_tls(
+                transport, protocol, self.context, server_side=True, ssl_handshake_timeout=10
+            )
+        except (ssl.SSLError, OSError, TimeoutError, ConnectionError) as e:
+            _log.info(
+                "Failed authentication with %s on %s (SSL handshake failed: %s)",
+                peer[0] if isinstance(peer, tuple) else peer,
+                self.listener_name,
+                e,
+            )
+            transport.close()
+            return
+        if encrypted is None:
+            transport.close()
+            return
+        protocol.connection_made(encrypted)
 
 
 async def _relay(
