@@ -57,7 +57,9 @@ _log = logging.getLogger(__name__)
 _HTTP2_PREFACE_START = b"PRI "
 _RELAY_CHUNK = 64 * 1024
 # Record sets up to this size are read on the event loop for a TLS connection.
-_READ_ON_LOOP_BYTES = 256 * 1024
+_READ_ON_LOOP_BYTES = 1024 * 1024
+# A TLS connection's record sets are encrypted and written in pieces of this size.
+_TLS_WRITE_BYTES = 64 * 1024
 
 
 class KafkaListener:
@@ -287,7 +289,11 @@ async def _send_read(
             data = await asyncio.get_running_loop().run_in_executor(readers, _read, regions)
         else:
             data = _read(regions)
-        writer.write(data)
+        # Encrypted and sent a piece at a time, so the client decrypts the first pieces
+        # while the last are encrypted.
+        view = memoryview(data)
+        for piece in range(0, len(view), _TLS_WRITE_BYTES):
+            writer.write(view[piece : piece + _TLS_WRITE_BYTES])
         await writer.drain()
         at = offset
     writer.write(frame[at:])
