@@ -65,6 +65,7 @@ import peers
 import rdkafka_performance
 import zero_copy
 from pagecache import warm_page_cache
+from perftools import log, rillet, run_tool
 
 from tests.support.server_process import ServerProcess as Broker
 
@@ -85,25 +86,6 @@ PRODUCER_PROPS = [
 # Before each produce phase (Rillet's and each peer's), this many times the phase's payload
 # is written and deleted, so the phase writes into recycled page-cache pages.
 WARM_FACTOR = 1.5
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def rillet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rillet.cli.main", *args]
-
-
-def run_tool(argv: list[str], json_path: Path) -> dict[str, Any]:
-    log("  $ " + " ".join(argv[2:]))
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise RuntimeError(f"{argv[3]} failed:\n{done.stdout}\n{done.stderr}")
-    log("    " + done.stdout.strip().splitlines()[-1])
-    figures: dict[str, Any] = json.loads(json_path.read_text())
-    figures["output"] = done.stdout.strip().splitlines()[-1]
-    return figures
 
 
 def warm(records: int, size: int, work: Path) -> None:

@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -47,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pagecache import warm_page_cache
+from perftools import log, rillet, run_tool
 
 from rillet.security.certs import make_ca, make_cert
 from tests.support.server_process import ServerProcess, free_port
@@ -56,10 +56,6 @@ MB = 1e6
 # Before each produce phase, this many times its payload is written and deleted, so the
 # phase writes into recycled page-cache pages (bench/pagecache.py).
 WARM_FACTOR = 1.5
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 class Listeners:
@@ -98,23 +94,6 @@ class Listeners:
 
     def bootstrap(self, tls: bool) -> str:
         return f"localhost:{self.secure_port if tls else self.plain_port}"
-
-
-def rillet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rillet.cli.main", *args]
-
-
-def run_tool(argv: list[str], json_path: Path) -> dict[str, Any]:
-    log("  $ rillet " + " ".join(argv[3:]))
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise RuntimeError(f"{argv[3]} failed:\n{done.stdout}\n{done.stderr}")
-    last = done.stdout.strip().splitlines()[-1]
-    log("    " + last)
-    figures: dict[str, Any] = json.loads(json_path.read_text())
-    figures["output"] = last
-    figures["command"] = "rillet " + " ".join(argv[3:])
-    return figures
 
 
 def produce(

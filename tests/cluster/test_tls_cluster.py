@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -249,3 +250,40 @@ def _leader(cluster: Cluster, files: CertFiles, topic: str) -> int:
             return found if found >= 0 else None
 
         return eventually(leader)
+
+
+def test_the_tools_take_a_kafka_client_properties_file(
+    cluster: Cluster, certs: dict[str, CertFiles], tmp_path: Path
+) -> None:
+    """``--command-config``, ``--producer.config`` and ``--consumer.config`` with the Java
+    client's TLS keys, as a Kafka user's client.properties has them."""
+    alice = certs["alice"]
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SSL\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={alice.ca}\n"
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={alice.keystore}\n"
+    )
+    bootstrap = cluster.kafka_bootstrap()
+
+    def tool(*args: str, stdin: str = "") -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "rillet.cli.main", *args],
+            input=stdin, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    tool("topics", "--bootstrap-server", bootstrap, "--command-config", str(props),
+         "--create", "--topic", "tools-tls", "--replication-factor", "3")  # fmt: skip
+    listed = tool("topics", "--bootstrap-server", bootstrap, "--command-config", str(props),
+                  "--list")  # fmt: skip
+    assert "tools-tls" in listed.split()
+    tool("console-producer", "--bootstrap-server", bootstrap, "--topic", "tools-tls",
+         "--producer.config", str(props), stdin="one\ntwo\n")  # fmt: skip
+    read = tool("console-consumer", "--bootstrap-server", bootstrap, "--topic", "tools-tls",
+                "--from-beginning", "--max-messages", "2",
+                "--consumer.config", str(props))  # fmt: skip
+    assert read.split() == ["one", "two"]

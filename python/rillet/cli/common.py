@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 
 from rillet.client.admin import AdminClient
+from rillet.client.security import SECURITY_CONFIG_TYPES
 from rillet.config import ConfigKey, load_properties, parse_value
 from rillet.errors import InvalidConfigurationError
 
@@ -54,7 +55,11 @@ def topic_id_string(topic_id: uuid.UUID | None) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
-_ADMIN_CONFIG_TYPES = {"client.id": "string", "request.timeout.ms": "int"}
+_ADMIN_CONFIG_TYPES = {
+    "client.id": "string",
+    "request.timeout.ms": "int",
+    **SECURITY_CONFIG_TYPES,
+}
 
 
 def add_admin_config(p: argparse.ArgumentParser, flag: str = "--command-config") -> None:
@@ -64,7 +69,8 @@ def add_admin_config(p: argparse.ArgumentParser, flag: str = "--command-config")
         flag,
         dest="admin_config",
         metavar="FILE",
-        help="a properties file of admin client configs (client.id, request.timeout.ms)",
+        help="a properties file of admin client configs (client.id, request.timeout.ms, "
+        "security.protocol, ssl.*)",
     )
 
 

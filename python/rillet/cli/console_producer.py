@@ -32,6 +32,7 @@ from typing import Any, BinaryIO, TextIO
 
 from rillet.cli.common import add_bootstrap
 from rillet.client.producer import Producer
+from rillet.client.security import SECURITY_CONFIG_TYPES
 from rillet.config import ConfigKey, at_least, load_properties, one_of, parse_value
 from rillet.errors import InvalidConfigurationError, KafkaError
 
@@ -162,6 +163,7 @@ _PRODUCER_KEYS: dict[str, ConfigKey] = {
         ConfigKey("metadata.max.age.ms", "long", None, "", at_least(0)),
         ConfigKey("allow.auto.create.topics", "boolean", None, ""),
         ConfigKey("enable.idempotence", "boolean", None, ""),
+        *[ConfigKey(name, type_, None, "") for name, type_ in SECURITY_CONFIG_TYPES.items()],
     ]
 }
 # Set by the tool itself (records are bytes), as Kafka's console producer does.

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from rillet.cli.common import add_bootstrap
-from rillet.client.admin import AdminClient
+from rillet.cli.common import add_admin_config, add_bootstrap, admin_client
 from rillet.raft.node import QuorumInfo
 from rillet.raft.state import ReplicaState
 
@@ -16,6 +15,7 @@ HELP = "Describe the KRaft metadata quorum (kafka-metadata-quorum.sh)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
+    add_admin_config(p)
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     describe = sub.add_parser("describe", help="describe the metadata quorum")
     what = describe.add_mutually_exclusive_group(required=True)
@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with AdminClient(bootstrap_servers=args.bootstrap_server) as admin:
+    with admin_client(args.bootstrap_server, args.admin_config) as admin:
         info = admin.describe_metadata_quorum()
         cluster_id = str(admin.describe_cluster()["cluster_id"])
     if args.status:

@@ -6,7 +6,13 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from rillet.cli.common import add_bootstrap, parse_key_values, topic_id_string
+from rillet.cli.common import (
+    add_admin_config,
+    add_bootstrap,
+    admin_client,
+    parse_key_values,
+    topic_id_string,
+)
 from rillet.client.admin import (
     AdminClient,
     ConfigResource,
@@ -23,6 +29,7 @@ HELP = "Create, list, describe, alter and delete topics (kafka-topics.sh)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
+    add_admin_config(p)
     actions = p.add_mutually_exclusive_group(required=True)
     for action in ("create", "list", "describe", "alter", "delete"):
         actions.add_argument(f"--{action}", action="store_true", help=f"{action} topics")
@@ -61,7 +68,7 @@ def _assignment(text: str) -> dict[int, list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with AdminClient(bootstrap_servers=args.bootstrap_server) as admin:
+    with admin_client(args.bootstrap_server, args.admin_config) as admin:
         if args.create:
             return _create(admin, args)
         if args.list:

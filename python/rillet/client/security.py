@@ -24,7 +24,14 @@ from rillet.errors import (
 )
 from rillet.security.tls import ClientTls, load_key_material
 
-__all__ = ["SECURITY_DEFAULTS", "client_tls", "open_channel", "tls_from_properties", "unreachable"]
+__all__ = [
+    "SECURITY_CONFIG_TYPES",
+    "SECURITY_DEFAULTS",
+    "client_tls",
+    "open_channel",
+    "tls_from_properties",
+    "unreachable",
+]
 
 SECURITY_DEFAULTS: Mapping[str, Any] = {
     "security_protocol": "PLAINTEXT",
@@ -46,6 +53,13 @@ SECURITY_DEFAULTS: Mapping[str, Any] = {
     "ssl_keystore_certificate_chain": None,
     "ssl_key_password": None,
     "ssl_endpoint_identification_algorithm": "https",
+}
+
+# The same configs by their dotted names, as a client.properties file has them (for the
+# tools, which check every key they are given), with their types.
+SECURITY_CONFIG_TYPES: Mapping[str, str] = {
+    name.replace("_", "."): "boolean" if isinstance(default, bool) else "string"
+    for name, default in SECURITY_DEFAULTS.items()
 }
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
