@@ -23,6 +23,7 @@ from rillet.config.listeners import (
     parse_security_protocol_map,
 )
 from rillet.config.properties import load_properties, parse_properties
+from rillet.config.sasl_keys import SASL_MECHANISMS
 from rillet.config.topic import TOPIC_SYNONYMS, TopicConfig, resolve_topic_config
 from rillet.errors import InvalidConfigurationError
 
@@ -48,20 +49,27 @@ _GRPC_LISTENER_PRESETS = frozenset(
 )
 
 
-# The security protocols listeners are served with (SASL's are not yet).
+# The security protocols listeners are served with; SASL's on Kafka-protocol listeners only.
 _SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+_SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _LISTENER_PREFIX = "listener.name."
 
 
 def _listener_prefixed(name: str) -> tuple[str, str] | None:
-    """``listener.name.<listener>.<key>`` with a known ``key`` as (upper-cased listener,
-    key), else None."""
+    """``listener.name.<listener>.<key>`` with a known ``key`` (or
+    ``<mechanism>.<key>``, as ``plain.sasl.jaas.config``) as (upper-cased listener, key),
+    else None."""
     if not name.startswith(_LISTENER_PREFIX):
         return None
     listener, dot, key = name[len(_LISTENER_PREFIX) :].partition(".")
-    if not listener or not dot or key not in BROKER_CONFIGS:
+    if not listener or not dot:
         return None
-    return listener.upper(), key
+    if key in BROKER_CONFIGS:
+        return listener.upper(), key
+    mechanism, _, rest = key.partition(".")
+    if mechanism.upper() in SASL_MECHANISMS and rest in BROKER_CONFIGS:
+        return listener.upper(), key
+    return None
 
 
 class ConfigEntry(NamedTuple):
@@ -201,8 +209,9 @@ class BrokerConfig:
             key = BROKER_CONFIGS.get(name)
             listener_key = _listener_prefixed(name)
             if listener_key is not None:
-                listener, base = listener_key
-                per_listener.setdefault(listener, {})[base] = parse_value(BROKER_CONFIGS[base], raw)
+                listener, key_name = listener_key
+                base = BROKER_CONFIGS.get(key_name) or BROKER_CONFIGS[key_name.partition(".")[2]]
+                per_listener.setdefault(listener, {})[key_name] = parse_value(base, raw)
             elif key is None:
                 unknown[name] = raw
                 _log.warning("The configuration '%s' was supplied but isn't a known config.", name)
@@ -325,6 +334,15 @@ class BrokerConfig:
             )
             for name in sorted(self._values)
         ]
+
+    def jaas_config(self, listener_name: str, mechanism: str) -> str | None:
+        """The JAAS configuration of ``mechanism`` on ``listener_name``:
+        ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, else the listener's
+        ``sasl.jaas.config``, else the broker-wide one."""
+        mine = self.listener_values.get(listener_name.upper(), {})
+        found = mine.get(f"{mechanism.lower()}.sasl.jaas.config") or mine.get("sasl.jaas.config")
+        value: str | None = found or self._values["sasl.jaas.config"]
+        return value
 
     def listener_config(self, listener_name: str, prefix: str) -> dict[str, Any]:
         """The keys starting with ``prefix`` (``"ssl."``) as ``listener_name`` sees them:
@@ -571,18 +589,22 @@ class BrokerConfig:
         self._refuse_unserved_security_protocols()
 
     def _refuse_unserved_security_protocols(self) -> None:
-        """Listeners are served in the clear or over TLS: refuse one whose security protocol
-        promises SASL rather than serve it without authentication."""
+        """Listeners are served in the clear or over TLS, and Kafka-protocol listeners with
+        SASL too: refuse a gRPC or controller listener whose security protocol promises SASL
+        rather than serve it without authentication."""
+        kafka = {e.listener_name for e in self.kafka_listeners}
         for key, endpoints in (
             ("listeners", self.listeners),
             ("advertised.listeners", self.advertised_listeners),
         ):
             for e in endpoints:
-                if e.security_protocol not in _SERVED_PROTOCOLS:
+                sasl_served = e.security_protocol in _SASL_PROTOCOLS and e.listener_name in kafka
+                if e.security_protocol not in _SERVED_PROTOCOLS and not sasl_served:
                     raise InvalidConfigurationError(
                         f"Invalid value {e} for configuration {key}: listener "
                         f"{e.listener_name} uses security protocol {e.security_protocol}, "
-                        "which is not supported yet; PLAINTEXT and SSL listeners are served"
+                        "which is not supported yet on it; PLAINTEXT and SSL listeners are "
+                        "served, and SASL on Kafka-protocol listeners"
                     )
         protocol = self._values["security.inter.broker.protocol"]
         if protocol not in _SERVED_PROTOCOLS:

@@ -24,6 +24,7 @@ from rillet.config.listeners import (
     parse_quorum_voters,
     parse_security_protocol_map,
 )
+from rillet.config.sasl_keys import SASL_CONFIGS
 from rillet.config.ssl_keys import SSL_CONFIGS
 from rillet.config.topic import valid_cleanup_policy
 from rillet.errors import InvalidConfigurationError
@@ -474,6 +475,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
 }
 
 BROKER_CONFIGS.update(SSL_CONFIGS)
+BROKER_CONFIGS.update(SASL_CONFIGS)
 
 # Keys that name behaviour Rillet does not have yet, with what they wait for. They are
 # accepted (a Kafka server.properties must load) but change nothing, so setting one is

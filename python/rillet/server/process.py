@@ -65,6 +65,7 @@ from rillet.raft.driver import RaftDriver
 from rillet.raft.metadata_log import MetadataLog
 from rillet.raft.quorum_state import FileQuorumStateStore
 from rillet.scheduler import AsyncioScheduler, Clock, wall_clock_ms
+from rillet.security.sasl import SUPPORTED_MECHANISMS, ListenerSasl
 from rillet.security.tls import ClientTls, ListenerTls
 from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
@@ -154,7 +155,17 @@ class RilletServer:
                 ep.listener_name, cfg.listener_config(ep.listener_name, SSL_KEY_PREFIX)
             )
             for ep in cfg.listeners
-            if ep.security_protocol == "SSL"
+            if ep.security_protocol in ("SSL", "SASL_SSL")
+        }
+        # The SASL listeners' mechanisms and credentials, checked now likewise.
+        self.listener_sasl = {
+            ep.listener_name: ListenerSasl(
+                ep.listener_name,
+                cfg.listener_config(ep.listener_name, "sasl.")["sasl.enabled.mechanisms"],
+                {m: cfg.jaas_config(ep.listener_name, m) for m in SUPPORTED_MECHANISMS},
+            )
+            for ep in cfg.kafka_listeners
+            if ep.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
         }
         self.inter_broker_tls = self._client_tls(cfg.inter_broker_listener_name)
         self.controller_tls = self._client_tls(next(iter(cfg.controller_listener_names), None))
@@ -453,8 +464,11 @@ class RilletServer:
                     network_threads=cfg.num_network_threads,
                     grpc_address=None if relay is None else relay[0],
                     grpc_tls=None if relay is None else relay[1],
+                    failed_authentication_delay_ms=cfg["connection.failed.authentication.delay.ms"],
                 )
-                await self._listen(kafka, cfg.kafka_listeners)
+                await kafka.start(cfg.kafka_listeners, self.listener_tls, self.listener_sasl)
+                self.bound.update(kafka.bound)
+                self.listeners.append(kafka)
         if cfg.is_controller and cfg.controller_listeners:
             listener = controller_listener(driver, self.controller, self.clock, self.cluster_id)
             await self._listen(listener, cfg.controller_listeners)

@@ -706,8 +706,8 @@ def test_the_example_server_properties() -> None:
         (
             {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094"},
             "Invalid value SASL_SSL://:9094 for configuration listeners: listener SASL_SSL uses "
-            "security protocol SASL_SSL, which is not supported yet; PLAINTEXT and SSL listeners "
-            "are served",
+            "security protocol SASL_SSL, which is not supported yet on it; PLAINTEXT and SSL "
+            "listeners are served, and SASL on Kafka-protocol listeners",
         ),
         (
             {
@@ -737,7 +737,7 @@ def test_the_example_server_properties() -> None:
         ),
     ],
 )
-def test_sasl_listeners_are_refused_not_served_without_authentication(
+def test_sasl_on_grpc_and_controller_listeners_is_refused_not_served_without_authentication(
     props: dict[str, object], message: str
 ) -> None:
     with pytest.raises(InvalidConfigurationError) as info:

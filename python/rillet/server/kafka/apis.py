@@ -38,11 +38,19 @@ from rillet.server.kafka import records
 from rillet.server.kafka.fetch_sessions import FetchSessionCache
 from rillet.server.kafka.request import Body, KafkaRequest, KafkaService, Served
 
-__all__ = ["REQUEST_HEADER_MIN_BYTES", "KafkaApis", "SplicedResponse"]
+__all__ = [
+    "API_VERSIONS",
+    "REQUEST_HEADER_MIN_BYTES",
+    "KafkaApis",
+    "SplicedResponse",
+    "peek_header",
+]
 
 _log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+_ILLEGAL_SASL_STATE = 34
 _FETCH_VERSIONS = (4, 16)
 
 # api key, api version, correlation id: the first bytes of every request header.
@@ -64,6 +72,12 @@ def _schema_versions() -> dict[int, tuple[int, int]]:
         k: (lo, max(hi, _STABLE_SINCE_KAFKA_4.get(k, hi)))
         for k, lo, hi in _core.kafka_api_versions()
     }
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """A request frame's api key, api version and correlation id."""
+    api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
+    return api_key, version, correlation_id
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,10 @@ class KafkaApis:
             LIST_OFFSETS: Served(1, 7, self.list_offsets),
             METADATA: Served(0, 12, self.metadata),
             API_VERSIONS: Served(0, 4, self.api_versions),
+            # Answered here only out of turn (a listener without SASL, or a connection
+            # already authenticated): a SASL listener's exchange is the connection's own.
+            SASL_HANDSHAKE: Served(0, 1, self._sasl_out_of_turn),
+            SASL_AUTHENTICATE: Served(0, 2, self._sasl_out_of_turn),
         }
         for service in services:
             for key, served in service.served().items():
@@ -192,6 +210,16 @@ class KafkaApis:
             {"api_key": k, "min_version": lo, "max_version": hi}
             for k, (lo, hi) in sorted(self.supported.items())
         ]
+
+    async def _sasl_out_of_turn(self, req: KafkaRequest) -> Body:
+        if req.api_key == SASL_HANDSHAKE:
+            return {"error_code": _ILLEGAL_SASL_STATE, "mechanisms": []}
+        return {
+            "error_code": _ILLEGAL_SASL_STATE,
+            "error_message": f"listener {req.listener_name} is not authenticating this connection",
+            "auth_bytes": b"",
+            "session_lifetime_ms": 0,
+        }
 
     async def api_versions(self, req: KafkaRequest) -> Body:
         return {"error_code": 0, "api_keys": self._api_keys()}

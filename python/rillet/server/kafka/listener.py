@@ -19,7 +19,10 @@ through the TLS transport, as Kafka does.
 
 An SSL listener (:class:`~rillet.security.tls.ListenerTls`) takes the client's certificate
 when it has one and names its principal with ``ssl.principal.mapping.rules``; a certificate
-no rule applies to closes the connection.
+no rule applies to closes the connection. A SASL listener
+(:class:`~rillet.security.sasl.ListenerSasl`) serves a connection only once it has
+authenticated with SaslHandshake and SaslAuthenticate (:mod:`rillet.security.sasl`), and
+relays no gRPC.
 
 A connection that opens with HTTP/2's preface (``PRI * HTTP/2.0``: a gRPC client, whose first
 four bytes read as a frame of 1.3 GB, which no Kafka client sends) is relayed to the broker's
@@ -41,12 +44,26 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from rillet import _core
 from rillet._core import FileRegion, transfer
 from rillet.config.listeners import Endpoint
-from rillet.errors import KafkaStorageError, SslAuthenticationError
+from rillet.errors import (
+    IllegalSaslStateError,
+    InvalidRequestError,
+    KafkaStorageError,
+    SslAuthenticationError,
+    UnsupportedVersionError,
+)
 from rillet.security.principal import KafkaPrincipal
+from rillet.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, ListenerSasl, SaslConnection
 from rillet.security.tls import ClientTls, ListenerTls
-from rillet.server.kafka.apis import REQUEST_HEADER_MIN_BYTES, KafkaApis, SplicedResponse
+from rillet.server.kafka.apis import (
+    API_VERSIONS,
+    REQUEST_HEADER_MIN_BYTES,
+    KafkaApis,
+    SplicedResponse,
+    peek_header,
+)
 from rillet.server.kafka.framing import BadFrameSize, FrameProtocol
 
 __all__ = ["KafkaListener"]
@@ -75,6 +92,7 @@ class KafkaListener:
         network_threads: int = 3,
         grpc_address: tuple[str, int] | None = None,
         grpc_tls: ClientTls | None = None,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.apis = apis
         # Send what of a fetch's record sets a socket does not take at once (num.network.threads).
@@ -85,6 +103,9 @@ class KafkaListener:
         if self._grpc_ssl is not None:
             self._grpc_ssl.set_alpn_protocols(["h2"])  # gRPC speaks HTTP/2 only
         self._tls: dict[str, ListenerTls] = {}
+        self._sasl: dict[str, ListenerSasl] = {}
+        # connection.failed.authentication.delay.ms
+        self._failed_auth_delay_s = failed_authentication_delay_ms / 1000
         self.max_request_bytes = max_request_bytes
         self.idle_s = idle_ms / 1000 if idle_ms > 0 else None
         self.bound: dict[str, int] = {}
@@ -92,11 +113,16 @@ class KafkaListener:
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(
-        self, endpoints: Sequence[Endpoint], tls: Mapping[str, ListenerTls] | None = None
+        self,
+        endpoints: Sequence[Endpoint],
+        tls: Mapping[str, ListenerTls] | None = None,
+        sasl: Mapping[str, ListenerSasl] | None = None,
     ) -> None:
-        """Serve on ``endpoints``; those named in ``tls`` (SSL listeners) over TLS."""
+        """Serve on ``endpoints``; those named in ``tls`` (SSL and SASL_SSL listeners) over
+        TLS, those named in ``sasl`` (SASL listeners) to authenticated connections only."""
         loop = asyncio.get_running_loop()
         self._tls = dict(tls or {})
+        self._sasl = dict(sasl or {})
         for ep in endpoints:
             listener_tls = self._tls.get(ep.listener_name)
             factory: Callable[[], asyncio.BaseProtocol]
@@ -111,6 +137,38 @@ class KafkaListener:
                 raise KafkaStorageError(f"cannot bind listener {ep}: {e}") from e
             self._servers.append(server)
             self.bound[ep.listener_name] = server.sockets[0].getsockname()[1]
+
+    async def _authenticate(
+        self,
+        auth: SaslConnection,
+        frame: bytes,
+        writer: asyncio.StreamWriter,
+        peer: object,
+        listener_name: str,
+    ) -> bool:
+        """One request of the SASL exchange answered; False when the connection is to be
+        closed (a failed authentication, logged as Kafka does, after
+        ``connection.failed.authentication.delay.ms``)."""
+        try:
+            response, close = await _sasl_step(self.apis, auth, frame, listener_name)
+        except (IllegalSaslStateError, InvalidRequestError, UnsupportedVersionError) as e:
+            _log.info("Failed authentication with %s on %s (%s)", _host(peer), listener_name, e)
+            return False
+        if response is not None:
+            writer.write(response)
+            await writer.drain()
+        if close or response is None:
+            _log.info(
+                "Failed authentication with %s on %s (SASL %s)",
+                _host(peer),
+                listener_name,
+                "authentication failed" if auth.mechanism else "handshake refused",
+            )
+            await asyncio.sleep(self._failed_auth_delay_s)
+            return False
+        if auth.authenticated:
+            _log.debug("connection from %s on %s is %s", peer, listener_name, auth.principal)
+        return True
 
     def _principal(self, listener_name: str, writer: asyncio.StreamWriter) -> KafkaPrincipal:
         """Who the TLS connection ``writer`` is: its client certificate's principal, or
@@ -129,7 +187,10 @@ class KafkaListener:
             REQUEST_HEADER_MIN_BYTES,
             self.max_request_bytes,
             serve,
-            _HTTP2_PREFACE_START if self.grpc_address is not None else None,
+            # A SASL listener relays nothing: gRPC would bypass its authentication.
+            _HTTP2_PREFACE_START
+            if self.grpc_address is not None and listener_name not in self._sasl
+            else None,
         )
 
     async def stop(self, grace_s: float | None) -> None:
@@ -156,6 +217,8 @@ class KafkaListener:
             # sendfile must not overtake bytes still in the transport's buffer. (A TLS
             # transport sends everything itself.)
             writer.transport.set_write_buffer_limits(high=0)
+        sasl = self._sasl.get(listener_name)
+        auth = sasl.connection() if sasl is not None else None
         try:
             if encrypted:
                 principal = self._principal(listener_name, writer)
@@ -178,6 +241,10 @@ class KafkaListener:
                         self.max_request_bytes,
                     )
                     return
+                if auth is not None and not auth.authenticated:
+                    if not await self._authenticate(auth, frame, writer, peer, listener_name):
+                        return
+                    continue
                 response = await self.apis.handle(frame, listener_name, host)
                 if response is None:
                     return
@@ -202,6 +269,38 @@ class KafkaListener:
             _log.exception("serving a Kafka connection from %s failed", peer)
         finally:
             writer.close()
+
+
+async def _sasl_step(
+    apis: KafkaApis, auth: SaslConnection, frame: bytes, listener_name: str
+) -> tuple[bytes | None, bool]:
+    """A request of a connection not authenticated yet: ApiVersions, SaslHandshake or
+    SaslAuthenticate. Its response frame (None: none, close), and whether to close after."""
+    if auth.raw_tokens:
+        # After SaslHandshake v0: the frame is the mechanism's bytes; an empty frame answers
+        # a success.
+        answer = auth.authenticate(frame)
+        return (None if answer.close else b"\x00\x00\x00\x00"), answer.close
+    api_key, version, correlation_id = peek_header(frame)
+    if api_key == API_VERSIONS:
+        response = await apis.handle(frame, listener_name)
+        return (response if isinstance(response, bytes) else None), False
+    served = apis.supported.get(api_key)
+    if api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE) or served is None:
+        raise IllegalSaslStateError(
+            f"Unexpected Kafka request of type {api_key} during SASL handshake"
+        )
+    if not served[0] <= version <= served[1]:
+        raise IllegalSaslStateError(
+            f"SASL request {api_key} v{version} is not supported (v{served[0]}-{served[1]})"
+        )
+    body = _core.kafka_decode_request(frame)[4]
+    if api_key == SASL_HANDSHAKE:
+        answer = auth.handshake(str(body["mechanism"]), version)
+    else:
+        answer = auth.authenticate(bytes(body["auth_bytes"]))
+    encoded = _core.kafka_encode_response(api_key, version, correlation_id, answer.body)
+    return encoded, answer.close
 
 
 class _TlsGate(asyncio.Protocol):
@@ -233,7 +332,7 @@ class _TlsGate(asyncio.Protocol):
         except (ssl.SSLError, OSError, TimeoutError, ConnectionError) as e:
             _log.info(
                 "Failed authentication with %s on %s (SSL handshake failed: %s)",
-                peer[0] if isinstance(peer, tuple) else peer,
+                _host(peer),
                 self.listener_name,
                 e,
             )
@@ -243,6 +342,11 @@ class _TlsGate(asyncio.Protocol):
             transport.close()
             return
         protocol.connection_made(encrypted)
+
+
+def _host(peer: object) -> object:
+    """A peer address's host, as Kafka's authentication log names it."""
+    return peer[0] if isinstance(peer, tuple) and peer else peer
 
 
 async def _relay(

@@ -1,0 +1,158 @@
+"""SASL/PLAIN on Kafka-protocol listeners of a real ``rillet server start`` process: one
+SASL_PLAINTEXT listener and one SASL_SSL listener, reached by unmodified Kafka clients
+(kcat, confluent-kafka, kafka-python) with the right credentials. A wrong password is
+answered SASL_AUTHENTICATION_FAILED, a client that skips SASL is disconnected, and both are
+logged as Kafka logs a failed authentication."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+
+from rillet.security.certs import CertFiles, make_ca, make_cert
+from rillet.security.sasl import PLAIN_LOGIN_MODULE
+from tests.support.cluster import eventually
+from tests.support.server_process import ServerProcess, free_port
+
+with warnings.catch_warnings():
+    # kafka-python reads its JSON schemas with importlib.resources' deprecated API.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaProducer
+
+pytestmark = pytest.mark.timeout(300)
+
+USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> CertFiles:
+    d = tmp_path_factory.mktemp("sasl-certs")
+    return make_cert(make_ca(d), d, "node")
+
+
+class SaslServer(ServerProcess):
+    """A node whose Kafka-protocol listeners are SASL (PLAIN, the users of USERS): SASL on
+    ``sasl_port``, SECURE (SASL_SSL, ``certs``) on ``sasl_ssl_port``; gRPC on ``port``."""
+
+    def __init__(self, data_dir: Path, certs: CertFiles) -> None:
+        super().__init__(data_dir)
+        self.sasl_port, self.sasl_ssl_port = free_port(), free_port()
+        users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+        listeners = [
+            f"PLAINTEXT://localhost:{self.port}",
+            f"SASL://localhost:{self.sasl_port}",
+            f"SECURE://localhost:{self.sasl_ssl_port}",
+        ]
+        self.overrides = {
+            "listeners": ",".join([*listeners, f"CONTROLLER://localhost:{self.cport}"]),
+            "advertised.listeners": ",".join(listeners),
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT"
+            ),
+            "grpc.listener.names": "PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
+            "listener.name.secure.ssl.keystore.type": "PEM",
+            "listener.name.secure.ssl.keystore.location": str(certs.keystore),
+        }
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, certs: CertFiles) -> Iterator[SaslServer]:
+    s = SaslServer(tmp_path_factory.mktemp("sasl") / "data", certs)
+    s.start()
+    s.create_topic("secured", 1)
+    yield s
+    s.stop()
+
+
+def _sasl(
+    server: SaslServer, user: str, password: str, certs: CertFiles | None = None
+) -> dict[str, str]:
+    """confluent-kafka's (librdkafka's) settings for the SASL_PLAINTEXT listener, or the
+    SASL_SSL one with ``certs``."""
+    port = server.sasl_ssl_port if certs else server.sasl_port
+    out = {
+        "bootstrap.servers": f"localhost:{port}",
+        "security.protocol": "sasl_ssl" if certs else "sasl_plaintext",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+    if certs:
+        out["ssl.ca.location"] = str(certs.ca)
+    return out
+
+
+def test_confluent_kafka_produces_and_consumes_over_sasl_plain_and_sasl_ssl(
+    server: SaslServer, certs: CertFiles
+) -> None:
+    for secure in (None, certs):
+        p = CKProducer({**_sasl(server, "alice", USERS["alice"], secure), "acks": "all"})
+        for i in range(50):
+            p.produce("secured", value=b"ck-%d" % i)
+        assert p.flush(30) == 0
+    c = CKConsumer(
+        {**_sasl(server, "bob", USERS["bob"], certs), "group.id": "sasl-group",
+         "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    c.subscribe(["secured"])
+    values: list[bytes] = []
+    try:
+        while len(values) < 100:
+            m = c.poll(10)
+            assert m is not None, "no records over SASL_SSL"
+            assert m.error() is None, m.error()
+            values.append(m.value() or b"")
+    finally:
+        c.close()
+    assert sorted(values) == sorted([b"ck-%d" % i for i in range(50)] * 2)
+
+
+def test_kafka_python_authenticates_with_sasl_plain(server: SaslServer) -> None:
+    common = {
+        "bootstrap_servers": f"localhost:{server.sasl_port}",
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": USERS["bob"],
+    }
+    producer = KafkaProducer(**common)
+    producer.send("secured", b"kafka-python").get(timeout=30)
+    producer.close()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_a_wrong_password_and_a_client_without_sasl_are_refused_and_logged(
+    server: SaslServer,
+) -> None:
+    seen = len(server.output())
+    bootstrap = f"localhost:{server.sasl_port}"
+    wrong = subprocess.run(
+        ["kcat", "-b", bootstrap, "-X", "security.protocol=sasl_plaintext",
+         "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice",
+         "-X", "sasl.password=wrong", "-L", "-m", "5"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert wrong.returncode != 0
+    assert "Authentication failed: Invalid username or password" in wrong.stderr
+    skipped = subprocess.run(
+        ["kcat", "-b", bootstrap, "-L", "-m", "3"], capture_output=True, text=True, timeout=60
+    )
+    assert skipped.returncode != 0
+    eventually(
+        lambda: (
+            server.output()[seen:].count("Failed authentication with 127.0.0.1 on SASL") >= 2
+            or None
+        )
+    )
+    assert "SASL authentication failed" in server.output()[seen:]
+    assert "Unexpected Kafka request of type 3 during SASL handshake" in server.output()[seen:]
