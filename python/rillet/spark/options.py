@@ -389,8 +389,6 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             name = key.removeprefix("kafka.")
             if name in _SINK_PRODUCER_CONFIGS:
                 producer.append((name, value))
-            elif name == "security.protocol" or name.startswith("ssl."):
-                pass  # security, below
             elif name in ("acks", "key.serializer", "value.serializer"):
                 raise _error(key, "is set by the rillet sink (acks=all, binary key and value)")
             continue

@@ -363,10 +363,10 @@ class Consumer:
         ask (none reachable, or TLS refused) raises, rather than look like no topic."""
         try:
             self._cluster.refresh([topic])
-        except (KafkaTimeoutError, SslAuthenticationError):
-            raise
-        except KafkaError:
-            pass  # the cached metadata answers
+        except KafkaError as e:
+            # Any other failure leaves the cached metadata to answer.
+            if isinstance(e, KafkaTimeoutError | SslAuthenticationError):
+                raise
         parts = self._cluster.partitions_for(topic)
         return set(parts) if parts is not None else None
 
