@@ -278,9 +278,9 @@ def test_the_tools_take_a_kafka_client_properties_file(
 
     tool("topics", "--bootstrap-server", bootstrap, "--command-config", str(props),
          "--create", "--topic", "tools-tls", "--replication-factor", "3")  # fmt: skip
-    listed = tool("topics", "--bootstrap-server", bootstrap, "--command-config", str(props),
-                  "--list")  # fmt: skip
-    assert "tools-tls" in listed.split()
+    # Every broker answers the listing once the topic's record reached it.
+    listing = ["topics", "--bootstrap-server", bootstrap, "--command-config", str(props), "--list"]
+    eventually(lambda: "tools-tls" in tool(*listing).split() or None)
     tool("console-producer", "--bootstrap-server", bootstrap, "--topic", "tools-tls",
          "--producer.config", str(props), stdin="one\ntwo\n")  # fmt: skip
     read = tool("console-consumer", "--bootstrap-server", bootstrap, "--topic", "tools-tls",
