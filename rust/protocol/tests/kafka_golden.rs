@@ -565,3 +565,19 @@ fn random_byte_flips_never_panic() {
     // Flips in values (not lengths) leave a frame that still decodes: both paths ran.
     assert!(decoded > 0 && decoded < runs, "{decoded} of {runs} decoded");
 }
+
+#[test]
+fn bytes_after_a_request_body_are_ignored_as_kafka_ignores_them() {
+    // librdkafka 2.16's Metadata v12 request for every topic, as it sends it: a null topic
+    // array, two false flags and no tagged fields, then three bytes the schema does not have.
+    let frame = [
+        0, 3, 0, 12, 0, 0, 0, 3, 0, 7, b'r', b'd', b'k', b'a', b'f', b'k', b'a', 0, 0, 0, 0, 0, 1,
+        0, 0,
+    ];
+    let (header, body) = decode_request(&frame).unwrap();
+    assert_eq!(
+        (header.api_key, header.api_version, header.correlation_id),
+        (3, 12, 3)
+    );
+    assert_eq!(body.get("topics"), Some(&Value::Null));
+}
