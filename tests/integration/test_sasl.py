@@ -1,6 +1,7 @@
-"""SASL/PLAIN on Kafka-protocol listeners of a real ``rillet server start`` process: one
-SASL_PLAINTEXT listener and one SASL_SSL listener, reached by unmodified Kafka clients
-(kcat, confluent-kafka, kafka-python) with the right credentials. A wrong password is
+"""SASL/PLAIN and SCRAM on Kafka-protocol listeners of a real ``rillet server start`` process:
+one SASL_PLAINTEXT listener and one SASL_SSL listener, reached by unmodified Kafka clients
+(kcat, confluent-kafka, kafka-python) with the right credentials. SCRAM credentials are set
+and described with Kafka's admin API and live in the metadata log. A wrong password is
 answered SASL_AUTHENTICATION_FAILED, a client that skips SASL is disconnected, and both are
 logged as Kafka logs a failed authentication."""
 
@@ -14,7 +15,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaError
 from confluent_kafka import Producer as CKProducer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from rillet.security.certs import CertFiles, make_ca, make_cert
 from rillet.security.sasl import PLAIN_LOGIN_MODULE
@@ -58,7 +66,7 @@ class SaslServer(ServerProcess):
             ),
             "grpc.listener.names": "PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
             "listener.name.secure.ssl.keystore.type": "PEM",
             "listener.name.secure.ssl.keystore.location": str(certs.keystore),
@@ -156,3 +164,44 @@ def test_a_wrong_password_and_a_client_without_sasl_are_refused_and_logged(
     )
     assert "SASL authentication failed" in server.output()[seen:]
     assert "Unexpected Kafka request of type 3 during SASL handshake" in server.output()[seen:]
+
+
+def test_scram_credentials_set_with_kafkas_admin_api_authenticate_clients(
+    server: SaslServer, certs: CertFiles
+) -> None:
+    admin = AdminClient(_sasl(server, "alice", USERS["alice"]))
+    upserts = [
+        UserScramCredentialUpsertion(
+            "scrammer", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"s3cret"
+        ),
+        UserScramCredentialUpsertion(
+            "scrammer", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"s3cret"
+        ),
+    ]
+    for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
+        future.result()
+    described = admin.describe_user_scram_credentials(["scrammer"])["scrammer"].result()
+    assert sorted((i.mechanism, i.iterations) for i in described.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 8192),
+        (ScramMechanism.SCRAM_SHA_512, 4096),
+    ]
+
+    def scram(mechanism: str, password: str, secure: CertFiles | None = None) -> dict[str, str]:
+        return {
+            **_sasl(server, "scrammer", password, secure),
+            "sasl.mechanisms": mechanism,
+        }
+
+    for mechanism, secure in (("SCRAM-SHA-256", None), ("SCRAM-SHA-512", certs)):
+        p = CKProducer({**scram(mechanism, "s3cret", secure), "acks": "all"})
+        p.produce("secured", value=mechanism.encode())
+        assert p.flush(30) == 0
+    # A wrong password: librdkafka reports the broker's SASL_AUTHENTICATION_FAILED.
+    errors: list[KafkaError] = []
+    p = CKProducer(
+        {**scram("SCRAM-SHA-256", "wrong"), "error_cb": errors.append, "message.timeout.ms": 5000}
+    )
+    p.produce("secured", value=b"never")
+    p.flush(10)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    assert "Invalid user credentials" in " ".join(e.str() for e in errors)

@@ -1,7 +1,7 @@
 """The broker's one way to the active controller (Kafka's NodeToControllerChannelManager):
 registration and heartbeats, ISR changes (AlterPartition), blocks of producer ids
 (AllocateProducerIds, KIP-730), and the admin requests a broker forwards (create/delete
-topics, create partitions, alter configs, auto topic creation).
+topics, create partitions, alter configs, auto topic creation, ACLs, SCRAM credentials).
 
 Every method raises a :class:`~rillet.errors.KafkaError` when the request as a whole
 fails (NOT_CONTROLLER when there is no active controller to take it, say); per-item
@@ -28,10 +28,12 @@ from rillet.controller import (
     TopicResult,
 )
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaError
 from rillet.metadata.records import ConfigResourceType
 from rillet.raft.node import QuorumInfo
+from rillet.security.acls import AclBinding, AclBindingFilter
 
 __all__ = ["ControllerChannel", "InProcessControllerChannel"]
 
@@ -88,6 +90,22 @@ class ControllerChannel(Protocol):
 
     async def describe_quorum(self) -> QuorumInfo:
         """The metadata quorum as its leader sees it."""
+        ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """CreateAcls: one result per binding."""
+        ...
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
+        """DeleteAcls: per filter, the ACLs it deleted or why it could not."""
+        ...
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[tuple[str, KafkaError | None]]:
+        """AlterUserScramCredentials: one result per user."""
         ...
 
     async def close(self) -> None: ...
@@ -149,6 +167,19 @@ class InProcessControllerChannel:
 
     async def describe_quorum(self) -> QuorumInfo:
         return self.service.describe_quorum()
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        return await self.service.create_acls(bindings)
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
+        return await self.service.delete_acls(filters)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[tuple[str, KafkaError | None]]:
+        return await self.service.alter_user_scram_credentials(deletions, upsertions)
 
     async def close(self) -> None:
         pass

@@ -1,4 +1,5 @@
-"""``rillet configs``: Kafka's ``kafka-configs.sh`` for topics and brokers.
+"""``rillet configs``: Kafka's ``kafka-configs.sh`` for topics, brokers and users' SCRAM
+credentials.
 
 ``--describe`` prints what Kafka's ConfigCommand prints::
 
@@ -19,10 +20,19 @@ description of the broker's configs and Kafka's defaults, starting at the first 
 of the group (Kafka drops the levels before it). Rillet has no password configs, so
 ``sensitive`` is always false.
 
-Only topics and brokers have configs here. ``--entity-default``/``--broker-defaults`` (the
-cluster-wide broker default) are refused: the AdminService reports cluster-default values as
-if they were the broker's own (no DYNAMIC_DEFAULT_BROKER_CONFIG), so they could not be shown
-truthfully. Describing every broker prints one section per broker and no default section.
+Users (``--entity-type users --entity-name alice``, or ``--user alice``) have SCRAM
+credentials, as in Kafka: ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=secret]'``
+(iterations default to 4096, Kafka's) salts and hashes the password here and sends only the
+result (AlterUserScramCredentials); ``--delete-config SCRAM-SHA-512`` deletes one;
+``--describe`` prints ``SCRAM credential configs for user-principal 'alice' are
+SCRAM-SHA-256=iterations=8192`` for the user, or for every user with a credential. Kafka's
+user quota configs (``producer_byte_rate``, ...) are refused: Rillet has no client quotas.
+
+Only topics, brokers and users have configs here. ``--entity-default``/``--broker-defaults``
+(the cluster-wide broker default) are refused: the AdminService reports cluster-default values
+as if they were the broker's own (no DYNAMIC_DEFAULT_BROKER_CONFIG), so they could not be shown
+truthfully; users have no default SCRAM credentials (Kafka refuses them too). Describing every
+broker prints one section per broker and no default section.
 """
 
 from __future__ import annotations
@@ -34,6 +44,11 @@ from collections.abc import Mapping, Sequence
 
 from rillet.cli.common import add_admin_config, add_bootstrap, admin_client
 from rillet.client.admin import AdminClient, ConfigResource, ConfigResourceType
+from rillet.client.security_admin import (
+    DEFAULT_SCRAM_ITERATIONS,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from rillet.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -42,14 +57,31 @@ from rillet.config import (
 )
 from rillet.errors import InvalidConfigurationError, KafkaError
 from rillet.metadata.topic_names import validate_topic_name
+from rillet.security.scram import MIN_ITERATIONS, ScramMechanism
 
-HELP = "Describe and alter the configs of topics and brokers (kafka-configs.sh)"
+HELP = (
+    "Describe and alter the configs of topics and brokers, and users' SCRAM credentials "
+    "(kafka-configs.sh)"
+)
 
 TOPICS = "topics"
 BROKERS = "brokers"
-SUPPORTED_TYPES = (TOPICS, BROKERS)
+USERS = "users"
+SUPPORTED_TYPES = (TOPICS, BROKERS, USERS)
 # Kafka's other entity types: known, but they have no configs in Rillet.
-KAFKA_ONLY_TYPES = ("clients", "users", "broker-loggers", "ips", "client-metrics", "groups")
+KAFKA_ONLY_TYPES = ("clients", "broker-loggers", "ips", "client-metrics", "groups")
+
+# The SCRAM mechanisms by the config names kafka-configs.sh gives them for users.
+SCRAM_CONFIGS: Mapping[str, ScramMechanism] = {
+    m.mechanism_name: m for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+}
+# Kafka's user and client quota configs: known, but Rillet has no quotas.
+QUOTA_CONFIGS = (
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+    "controller_mutation_rate",
+)
 
 # Where a value comes from, in the order Kafka lists a key's synonyms.
 BROKER_LEVELS = (
@@ -78,8 +110,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --describe: every config, including static ones and defaults",
     )
-    p.add_argument("--entity-type", metavar="TYPE", help="topics or brokers")
-    p.add_argument("--entity-name", metavar="NAME", help="a topic name or a broker id")
+    p.add_argument("--entity-type", metavar="TYPE", help="topics, brokers or users")
+    p.add_argument("--entity-name", metavar="NAME", help="a topic name, a broker id or a user name")
     p.add_argument(
         "--entity-default",
         action="store_true",
@@ -87,6 +119,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--topic", metavar="NAME", help="the topic (= --entity-type topics ...)")
     p.add_argument("--broker", metavar="ID", help="the broker (= --entity-type brokers ...)")
+    p.add_argument("--user", metavar="NAME", help="the user (= --entity-type users ...)")
     p.add_argument(
         "--broker-defaults",
         action="store_true",
@@ -96,7 +129,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--add-config",
         metavar="K=V,...",
         help="configs to set: 'k1=v1,k2=[v1,v2,v2],k3=v3' (square brackets group values "
-        "that contain commas)",
+        "that contain commas); for users 'SCRAM-SHA-256=[iterations=8192,password=secret]'",
     )
     p.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
     p.add_argument(
@@ -149,8 +182,9 @@ def validate_keys(names: Sequence[str]) -> None:
 
 def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
     """``(entity type, entity name or None for all)`` from ``--entity-type/--entity-name`` or
-    the shortcuts ``--topic``/``--broker``; refuses what Kafka refuses, and what Rillet lacks."""
-    shortcuts = [(TOPICS, args.topic), (BROKERS, args.broker)]
+    the shortcuts ``--topic``/``--broker``/``--user``; refuses what Kafka refuses, and what
+    Rillet lacks."""
+    shortcuts = [(TOPICS, args.topic), (BROKERS, args.broker), (USERS, args.user)]
     given = [(t, n) for t, n in shortcuts if n is not None]
     if args.broker_defaults:
         given.append((BROKERS, ""))
@@ -186,6 +220,11 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
             f"{', '.join(SUPPORTED_TYPES)} with a --bootstrap-server argument"
         )
     if name == "":
+        if entity_type == USERS:
+            raise UsageError(
+                "--entity-default for users is not supported: users have no default SCRAM "
+                "credentials, and Rillet has no user quotas"
+            )
         if entity_type == TOPICS:
             raise UsageError(
                 "--entity-default must not be specified with "
@@ -201,6 +240,71 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
             f"The entity name for brokers must be a valid integer broker id, but it is: {name}"
         )
     return entity_type, name
+
+
+# -- users' SCRAM credentials ---------------------------------------------------------------------
+
+_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)")
+
+
+def parse_scram_credential(mechanism: str, text: str) -> tuple[int, str]:
+    """``[iterations=N,]password=P`` (a value of ``--add-config`` for a user, its square
+    brackets removed) -> ``(iterations, password)``, as Kafka's ConfigCommand parses it:
+    iterations absent or -1 mean 4096, fewer than the minimum are refused."""
+    match = _CREDENTIAL.fullmatch(text)
+    if match is None:
+        raise UsageError(
+            f"Invalid credential property {mechanism}: expected "
+            f"'{mechanism}=[iterations=N,password=P]' or '{mechanism}=[password=P]'"
+        )
+    iterations_text, password = match.groups()
+    if iterations_text is None or iterations_text == "-1":
+        iterations = DEFAULT_SCRAM_ITERATIONS
+    elif iterations_text in ("", "-"):
+        raise UsageError(f"Invalid iterations for {mechanism}: {iterations_text!r}")
+    else:
+        iterations = int(iterations_text)
+    if iterations < MIN_ITERATIONS:
+        raise UsageError(
+            f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} required for "
+            f"{mechanism}"
+        )
+    return iterations, password
+
+
+def user_alterations(
+    user: str, to_add: Mapping[str, str], to_delete: Sequence[str]
+) -> list[UserScramCredentialUpsertion | UserScramCredentialDeletion]:
+    """The SCRAM credential changes ``--alter`` of a user asks for (deletions, then
+    upsertions); anything but a SCRAM mechanism is refused, Kafka's quota configs with a
+    message of their own."""
+    for names, verb in ((list(to_add), "added"), (to_delete, "deleted")):
+        quotas = [n for n in names if n in QUOTA_CONFIGS]
+        if quotas:
+            raise UsageError(
+                f"User quota configs cannot be {verb}: Rillet has no client quotas. "
+                f"Unexpected config names: {','.join(quotas)}"
+            )
+        unknown = [n for n in names if n not in SCRAM_CONFIGS]
+        if unknown:
+            raise UsageError(
+                f"Only SCRAM credential configs ({', '.join(SCRAM_CONFIGS)}) can be {verb} for "
+                f"'{USERS}' using --bootstrap-server. Unexpected config names: "
+                f"{','.join(unknown)}"
+            )
+    out: list[UserScramCredentialUpsertion | UserScramCredentialDeletion] = [
+        UserScramCredentialDeletion(user, SCRAM_CONFIGS[n]) for n in to_delete
+    ]
+    for name, value in to_add.items():
+        iterations, password = parse_scram_credential(name, value)
+        out.append(UserScramCredentialUpsertion(user, SCRAM_CONFIGS[name], password, iterations))
+    return out
+
+
+def format_scram_credentials(user: str, credentials: Sequence[tuple[ScramMechanism, int]]) -> str:
+    """Kafka's line for one user's SCRAM credentials."""
+    described = ", ".join(f"{m.mechanism_name}=iterations={i}" for m, i in credentials)
+    return f"SCRAM credential configs for user-principal '{user}' are {described}"
 
 
 # -- synonyms -----------------------------------------------------------------------------------
@@ -294,7 +398,15 @@ def run(args: argparse.Namespace) -> int:
                 )
         if entity_type == TOPICS and name:
             validate_topic_name(name)
+        if entity_type == USERS and args.alter:
+            alterations = user_alterations(name or "", *_to_add_and_delete(args))
+            with _admin(args) as admin:
+                admin.alter_user_scram_credentials(alterations)
+            print(f"Completed updating config for user {name}.")
+            return 0
         with _admin(args) as admin:
+            if entity_type == USERS:
+                return _describe_users(admin, name)
             if args.describe:
                 return _describe(admin, entity_type, name, args.all)
             return _alter(admin, entity_type, name or "", args)
@@ -357,14 +469,31 @@ def _describe(admin: AdminClient, entity_type: str, name: str | None, describe_a
     return 0
 
 
-def _alter(admin: AdminClient, entity_type: str, name: str, args: argparse.Namespace) -> int:
+def _to_add_and_delete(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    """The configs ``--alter`` sets (from --add-config-file, then --add-config) and deletes."""
     to_add: dict[str, str] = {}
     if args.add_config_file:
         to_add.update(load_properties(args.add_config_file))
     if args.add_config:
         to_add.update(parse_add_config(args.add_config))
     validate_keys(list(to_add))
-    to_delete = parse_delete_config(args.delete_config)
+    return to_add, parse_delete_config(args.delete_config)
+
+
+def _describe_users(admin: AdminClient, name: str | None) -> int:
+    """Kafka's lines for the user's SCRAM credentials (every user's that has one when
+    ``name`` is None); a user named that has none gets Kafka's "Error retrieving" line."""
+    described = admin.describe_user_scram_credentials(None if name is None else [name])
+    for user, found in described.items():
+        if isinstance(found, KafkaError):
+            print(f"Error retrieving SCRAM credential configs for user-principal '{user}': {found}")
+        else:
+            print(format_scram_credentials(user, [(c.mechanism, c.iterations) for c in found]))
+    return 0
+
+
+def _alter(admin: AdminClient, entity_type: str, name: str, args: argparse.Namespace) -> int:
+    to_add, to_delete = _to_add_and_delete(args)
     rtype = _resource_type(entity_type)
     dynamic = _dynamic_source(entity_type)
     current = {

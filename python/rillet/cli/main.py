@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from rillet.cli import (
+    acls,
     certs,
     configs,
     console_consumer,
@@ -28,6 +29,7 @@ from rillet.errors import KafkaError
 from rillet.tuning import tune_malloc
 
 SUBCOMMANDS = {
+    "acls": acls,
     "certs": certs,
     "configs": configs,
     "console-consumer": console_consumer,

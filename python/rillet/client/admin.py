@@ -14,6 +14,7 @@ from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.group_admin import ConsumerGroupAdmin
 from rillet.client.security import SECURITY_DEFAULTS, client_tls, open_channel, unreachable
+from rillet.client.security_admin import SecurityAdmin
 from rillet.client.txn_admin import TransactionAdmin
 from rillet.controller.elections import ElectionType
 from rillet.controller.reassignment import OngoingReassignment
@@ -110,8 +111,9 @@ def _raise(results: Mapping[str, KafkaError | None]) -> None:
         raise type(first)("; ".join(f"{k}: {e}" for k, e in errors.items()))
 
 
-class AdminClient(ConsumerGroupAdmin, TransactionAdmin):
-    """Administer topics, partitions, configs, consumer groups and transactions. Errors raise
+class AdminClient(ConsumerGroupAdmin, TransactionAdmin, SecurityAdmin):
+    """Administer topics, partitions, configs, consumer groups, transactions, ACLs and SCRAM
+    credentials (:class:`~rillet.client.security_admin.SecurityAdmin`). Errors raise
     Kafka's error classes; with several failures the message names each resource."""
 
     DEFAULT_CONFIG: Mapping[str, Any] = {

@@ -12,7 +12,8 @@ The controller dispatches; each concern has its own module: topics and partition
 (:mod:`~rillet.controller.topics`), configs (:mod:`~rillet.controller.configs`), broker
 membership (:mod:`~rillet.controller.cluster`), leader elections
 (:mod:`~rillet.controller.elections`), ISR changes (:mod:`~rillet.controller.isr`) and
-producer id blocks (:mod:`~rillet.controller.producer_ids`).
+producer id blocks (:mod:`~rillet.controller.producer_ids`), ACLs
+(:mod:`~rillet.controller.acls`) and SCRAM credentials (:mod:`~rillet.controller.scram`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from rillet.controller import cluster, configs, elections, isr, producer_ids, reassignment, topics
+from rillet.controller import (
+    acls,
+    cluster,
+    configs,
+    elections,
+    isr,
+    producer_ids,
+    reassignment,
+    scram,
+    topics,
+)
 from rillet.controller.cluster import HeartbeatResult
 from rillet.controller.configs import AlterConfigOp
 from rillet.controller.elections import ElectionResults, ElectionType
@@ -31,6 +42,7 @@ from rillet.controller.elr import maintain_elr
 from rillet.controller.isr import AlterPartitionResult, AlterPartitionState
 from rillet.controller.producer_ids import ProducerIdsBlock
 from rillet.controller.results import ControllerResult
+from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.controller.topics import CreatableTopic, TopicDefaults, TopicResult
 from rillet.errors import KafkaError
 from rillet.metadata.image import MetadataImage
@@ -40,6 +52,7 @@ from rillet.metadata.records import (
     ConfigResourceType,
     MetadataRecord,
 )
+from rillet.security.acls import AclBinding, AclBindingFilter
 
 __all__ = ["ControllerConfig", "QuorumController"]
 
@@ -251,3 +264,20 @@ class QuorumController:
     ) -> ControllerResult[ProducerIdsBlock]:
         """AllocateProducerIds (KIP-730): the next block of producer ids for a broker."""
         return producer_ids.generate_next_producer_id(self.image, broker_id, broker_epoch)
+
+    # -- security --------------------------------------------------------------------------
+
+    def create_acls(
+        self, bindings: Sequence[AclBinding]
+    ) -> ControllerResult[list[KafkaError | None]]:
+        return acls.create_acls(self.image, self.rng, bindings)
+
+    def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> ControllerResult[list[KafkaError | list[AclBinding]]]:
+        return acls.delete_acls(self.image, filters)
+
+    def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> ControllerResult[list[tuple[str, KafkaError | None]]]:
+        return scram.alter_user_scram_credentials(self.image, deletions, upsertions)

@@ -32,6 +32,7 @@ from rillet.controller import (
 )
 from rillet.controller.elections import ElectionResults, ElectionType
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.errors import KafkaError, NotControllerError
 from rillet.metadata.image import MetadataImage
 from rillet.metadata.records import ConfigResourceType, MetadataRecord
@@ -39,6 +40,7 @@ from rillet.protocol.metadata_records import encode_record
 from rillet.raft.driver import RaftDriver
 from rillet.raft.node import LeaderAndEpoch, QuorumInfo
 from rillet.scheduler import Clock
+from rillet.security.acls import AclBinding, AclBindingFilter
 
 __all__ = ["ControllerService"]
 
@@ -193,6 +195,19 @@ class ControllerService:
         validate_only: bool = False,
     ) -> list[KafkaError | None]:
         return await self._write(lambda c: c.incremental_alter_configs(resources, validate_only))
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        return await self._write(lambda c: c.create_acls(bindings))
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
+        return await self._write(lambda c: c.delete_acls(filters))
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[tuple[str, KafkaError | None]]:
+        return await self._write(lambda c: c.alter_user_scram_credentials(deletions, upsertions))
 
     # -- the quorum's callbacks ----------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from rillet.errors import KafkaStorageError
 from rillet.metadata.records import (
     NO_LEADER,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -31,10 +32,13 @@ from rillet.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 __all__ = [
@@ -159,6 +163,14 @@ class MetadataImage:
     )
     features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     producer_ids: ProducerIdsImage = ProducerIdsImage()
+    # ACLs by id, and SCRAM credentials by (user, mechanism code). Each is replaced as a
+    # whole when a batch changes it, so a reader can tell a change by identity.
+    acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -214,6 +226,8 @@ class MetadataDelta:
         self._removed_topics: dict[uuid.UUID, TopicImage] = {}
         self._features: dict[str, int] = dict(image.features)
         self._next_producer_id = image.producer_ids.next_producer_id
+        self._acls: dict[uuid.UUID, AccessControlEntryRecord] | None = None
+        self._scram: dict[tuple[str, int], UserScramCredentialRecord] | None = None
         self._snapshot_end: int | None = None
 
     @classmethod
@@ -229,6 +243,8 @@ class MetadataDelta:
         delta._features = {}
         delta._next_producer_id = -1
         delta._configs = {key: {} for key in image.configs}
+        delta._acls = {}
+        delta._scram = {}
         return delta
 
     # -- replay --------------------------------------------------------------------------
@@ -307,6 +323,18 @@ class MetadataDelta:
                         f"{self._next_producer_id} to {next_id}"
                     )
                 self._next_producer_id = next_id
+            case AccessControlEntryRecord():
+                acls = self._mutable_acls()
+                if record.id in acls:
+                    raise KafkaStorageError(f"metadata log creates ACL {record.id} twice")
+                acls[record.id] = record
+            case RemoveAccessControlEntryRecord(id=acl_id):
+                if self._mutable_acls().pop(acl_id, None) is None:
+                    raise KafkaStorageError(f"metadata log removes unknown ACL {acl_id}")
+            case UserScramCredentialRecord(name=name, mechanism=mechanism):
+                self._mutable_scram()[(name, mechanism)] = record
+            case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
+                self._mutable_scram().pop((name, mechanism), None)
             case NoOpRecord():
                 pass
             case _:
@@ -323,6 +351,16 @@ class MetadataDelta:
         if topic_id not in self._partitions:
             self._partitions[topic_id] = dict(self._topics[topic_id].partitions)
         return self._partitions[topic_id]
+
+    def _mutable_acls(self) -> dict[uuid.UUID, AccessControlEntryRecord]:
+        if self._acls is None:
+            self._acls = dict(self.image.acls)
+        return self._acls
+
+    def _mutable_scram(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
+        if self._scram is None:
+            self._scram = dict(self.image.scram_credentials)
+        return self._scram
 
     def _set_fenced(self, broker_id: int, epoch: int, fenced: bool) -> None:
         b = self._brokers.get(broker_id)
@@ -361,6 +399,12 @@ class MetadataDelta:
                 self.image.producer_ids
                 if self._next_producer_id == self.image.producer_ids.next_producer_id
                 else ProducerIdsImage(self._next_producer_id)
+            ),
+            acls=self.image.acls if self._acls is None else MappingProxyType(self._acls),
+            scram_credentials=(
+                self.image.scram_credentials
+                if self._scram is None
+                else MappingProxyType(self._scram)
             ),
         )
 

@@ -14,6 +14,7 @@ from enum import IntEnum
 
 __all__ = [
     "NO_LEADER",
+    "AccessControlEntryRecord",
     "BrokerEndpoint",
     "ConfigRecord",
     "ConfigResourceType",
@@ -25,10 +26,13 @@ __all__ = [
     "PartitionRecord",
     "ProducerIdsRecord",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
 ]
 
 NO_LEADER = -1
@@ -150,6 +154,50 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True)
+class AccessControlEntryRecord:
+    """An ACL was created (Kafka's AccessControlEntryRecord): its id, resource pattern and
+    entry. The enums hold Kafka's codes (:mod:`rillet.security.acls`)."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntryRecord:
+    """The ACL ``id`` was deleted."""
+
+    id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's code: 1 SCRAM-SHA-256, 2
+    SCRAM-SHA-512) was set; it replaces the user's earlier one for that mechanism. The
+    password itself is never stored."""
+
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism was deleted."""
+
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True)
 class NoOpRecord:
     """Written by a new controller to commit its epoch; changes nothing."""
 
@@ -166,5 +214,9 @@ MetadataRecord = (
     | UnfenceBrokerRecord
     | FeatureLevelRecord
     | ProducerIdsRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | NoOpRecord
 )

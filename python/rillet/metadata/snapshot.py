@@ -75,6 +75,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     for (rtype, name), values in sorted(image.configs.items()):
         for key, value in sorted(values.items()):
             out.append(ConfigRecord(rtype, name, key, value))
+    out.extend(image.scram_credentials[key] for key in sorted(image.scram_credentials))
+    out.extend(image.acls[acl_id] for acl_id in sorted(image.acls))
     return out
 
 

@@ -11,6 +11,7 @@ from google.protobuf.message import DecodeError
 
 from rillet.errors import CorruptRecordError
 from rillet.metadata.records import (
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -22,10 +23,13 @@ from rillet.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from rillet.protocol.gen.v1 import common_pb2
 from rillet.protocol.gen.v1 import metadata_records_pb2 as pb
@@ -136,6 +140,38 @@ def encode_record(record: MetadataRecord) -> bytes:
                     next_producer_id=record.next_producer_id,
                 )
             )
+        case AccessControlEntryRecord():
+            m.access_control_entry.CopyFrom(
+                pb.AccessControlEntryRecord(
+                    id=record.id.bytes,
+                    resource_type=record.resource_type,
+                    resource_name=record.resource_name,
+                    pattern_type=record.pattern_type,
+                    principal=record.principal,
+                    host=record.host,
+                    operation=record.operation,
+                    permission_type=record.permission_type,
+                )
+            )
+        case RemoveAccessControlEntryRecord():
+            m.remove_access_control_entry.CopyFrom(
+                pb.RemoveAccessControlEntryRecord(id=record.id.bytes)
+            )
+        case UserScramCredentialRecord():
+            m.user_scram_credential.CopyFrom(
+                pb.UserScramCredentialRecord(
+                    name=record.name,
+                    mechanism=record.mechanism,
+                    salt=record.salt,
+                    stored_key=record.stored_key,
+                    server_key=record.server_key,
+                    iterations=record.iterations,
+                )
+            )
+        case RemoveUserScramCredentialRecord():
+            m.remove_user_scram_credential.CopyFrom(
+                pb.RemoveUserScramCredentialRecord(name=record.name, mechanism=record.mechanism)
+            )
         case NoOpRecord():
             m.no_op.CopyFrom(pb.NoOpRecord())
     return m.SerializeToString()
@@ -223,6 +259,28 @@ def decode_record(data: bytes) -> MetadataRecord:
     if kind == "producer_ids":
         ids = m.producer_ids
         return ProducerIdsRecord(ids.broker_id, ids.broker_epoch, ids.next_producer_id)
+    if kind == "access_control_entry":
+        acl = m.access_control_entry
+        return AccessControlEntryRecord(
+            _uuid(acl.id),
+            acl.resource_type,
+            acl.resource_name,
+            acl.pattern_type,
+            acl.principal,
+            acl.host,
+            acl.operation,
+            acl.permission_type,
+        )
+    if kind == "remove_access_control_entry":
+        return RemoveAccessControlEntryRecord(_uuid(m.remove_access_control_entry.id))
+    if kind == "user_scram_credential":
+        cred = m.user_scram_credential
+        return UserScramCredentialRecord(
+            cred.name, cred.mechanism, cred.salt, cred.stored_key, cred.server_key, cred.iterations
+        )
+    if kind == "remove_user_scram_credential":
+        removed = m.remove_user_scram_credential
+        return RemoveUserScramCredentialRecord(removed.name, removed.mechanism)
     if kind == "no_op":
         return NoOpRecord()
     raise CorruptRecordError(f"unsupported metadata record type {kind!r}")

@@ -7,7 +7,10 @@ the listener enables (``sasl.enabled.mechanisms``), then SaslAuthenticate with t
 mechanism's bytes; anything else before it is authenticated closes it, as Kafka does. PLAIN
 (RFC 4616) checks ``authzid NUL username NUL password`` against the ``user_<name>="<password>"``
 options of the listener's ``org.apache.kafka.common.security.plain.PlainLoginModule``
-(``listener.name.<listener>.plain.sasl.jaas.config``, else ``sasl.jaas.config``). A failed
+(``listener.name.<listener>.plain.sasl.jaas.config``, else ``sasl.jaas.config``).
+SCRAM-SHA-256 and SCRAM-SHA-512 (:mod:`rillet.security.scram`) take two SaslAuthenticate
+round trips and check the client's proof against the credentials of the metadata log
+(``UserScramCredentialRecord``, set with ``rillet configs --entity-type users``). A failed
 authentication is answered SASL_AUTHENTICATION_FAILED, and the connection is closed.
 """
 
@@ -15,11 +18,17 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rillet.errors import InvalidConfigurationError
 from rillet.security.principal import KafkaPrincipal
+from rillet.security.scram import (
+    SCRAM_MECHANISMS,
+    ScramAuthenticationError,
+    ScramCredential,
+    ScramServer,
+)
 
 __all__ = [
     "PLAIN_LOGIN_MODULE",
@@ -33,7 +42,7 @@ __all__ = [
 ]
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-SUPPORTED_MECHANISMS = ("PLAIN",)
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 # Kafka's error codes of the exchange.
@@ -85,8 +94,16 @@ class ListenerSasl:
     configuration stops the start)."""
 
     def __init__(
-        self, listener_name: str, mechanisms: Sequence[str], jaas: Mapping[str, str | None]
+        self,
+        listener_name: str,
+        mechanisms: Sequence[str],
+        jaas: Mapping[str, str | None],
+        scram_credentials: Callable[[str, str], ScramCredential | None] | None = None,
     ) -> None:
+        """``scram_credentials(mechanism, user)`` is a user's SCRAM credential (None: none),
+        needed when a SCRAM mechanism is enabled (InvalidConfigurationError without). SCRAM
+        needs no JAAS configuration on the broker: one there (the inter-broker client's own
+        ``ScramLoginModule`` user) is ignored."""
         self.listener_name = listener_name
         unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
         if unsupported or not mechanisms:
@@ -97,6 +114,11 @@ class ListenerSasl:
                 + f"the mechanisms served are {', '.join(SUPPORTED_MECHANISMS)}"
             )
         self.mechanisms = tuple(mechanisms)
+        if scram_credentials is None and set(mechanisms) & set(SCRAM_MECHANISMS):
+            raise InvalidConfigurationError(
+                f"Listener {listener_name} enables SCRAM but no credential store was given"
+            )
+        self.scram_credentials = scram_credentials
         self.plain_users: dict[str, str] = {}
         if "PLAIN" in self.mechanisms:
             text = jaas.get("PLAIN")
@@ -143,6 +165,7 @@ class SaslConnection:
         # After a SaslHandshake v0 the client sends the mechanism's bytes as they are (a
         # size-prefixed frame, no request header), not in a SaslAuthenticate request.
         self.raw_tokens = False
+        self._scram: ScramServer | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -158,11 +181,20 @@ class SaslConnection:
             )
         self.mechanism = mechanism
         self.raw_tokens = version == 0
+        lookup = self.listener.scram_credentials
+        if mechanism in SCRAM_MECHANISMS and lookup is not None:
+            self._scram = ScramServer(mechanism, lambda user: lookup(mechanism, user))
         return Answer({"error_code": _NONE, "mechanisms": mechanisms})
 
     def authenticate(self, auth_bytes: bytes) -> Answer:
+        """Answer a SaslAuthenticate (or, after a v0 handshake, a raw token): PLAIN in one
+        step; SCRAM in two, the first answered the server-first message in ``auth_bytes``
+        (not authenticated yet), the second the server-final message, with
+        :attr:`principal` set."""
         if self.mechanism is None or self.authenticated:
             return self._failed(_ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate request")
+        if self._scram is not None:
+            return self._scram_step(self._scram, auth_bytes)
         # PLAIN: [authzid] NUL authcid NUL passwd (RFC 4616).
         parts = bytes(auth_bytes).split(b"\x00")
         if len(parts) != 3:
@@ -191,6 +223,22 @@ class SaslConnection:
                 "error_code": _NONE,
                 "error_message": None,
                 "auth_bytes": b"",
+                "session_lifetime_ms": 0,
+            }
+        )
+
+    def _scram_step(self, scram: ScramServer, auth_bytes: bytes) -> Answer:
+        try:
+            token = scram.step(auth_bytes)
+        except ScramAuthenticationError as e:
+            return self._failed(_SASL_AUTHENTICATION_FAILED, str(e))
+        if scram.username is not None:
+            self.principal = KafkaPrincipal("User", scram.username)
+        return Answer(
+            {
+                "error_code": _NONE,
+                "error_message": None,
+                "auth_bytes": token,
                 "session_lifetime_ms": 0,
             }
         )

@@ -31,8 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+import grpc
+
 from rillet.broker.alter_partition import AlterPartitionManager
 from rillet.broker.apis import BrokerApis
+from rillet.broker.authorizer import BrokerAuthorizer, broker_authorizer
 from rillet.broker.controller_channel import ControllerChannel, InProcessControllerChannel
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerLifecycleManager
@@ -40,6 +43,7 @@ from rillet.broker.metadata_publisher import MetadataPublisher
 from rillet.broker.producer_id_manager import ProducerIdManager
 from rillet.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from rillet.broker.replica_manager import ReplicaManager
+from rillet.broker.security_apis import SecurityApis
 from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.broker.txn_broker_clients import BrokerClients
 from rillet.broker.txn_marker_channel import TxnMarkerChannel
@@ -66,13 +70,16 @@ from rillet.raft.metadata_log import MetadataLog
 from rillet.raft.quorum_state import FileQuorumStateStore
 from rillet.scheduler import AsyncioScheduler, Clock, wall_clock_ms
 from rillet.security.sasl import SUPPORTED_MECHANISMS, ListenerSasl
+from rillet.security.scram import ScramCredential
 from rillet.security.tls import ClientTls, ListenerTls
+from rillet.server.grpc.authorization import ClusterActionGate
 from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
 from rillet.server.kafka.admin import KafkaAdmin
+from rillet.server.kafka.admin_security import KafkaSecurityAdmin
 from rillet.server.kafka.apis import KafkaApis
 from rillet.server.kafka.consumer_groups import KafkaConsumerGroups
 from rillet.server.kafka.groups import KafkaGroups
@@ -143,6 +150,10 @@ class RilletServer:
         self.producer_ids: ProducerIdManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.apis: BrokerApis | None = None
+        self.security: SecurityApis | None = None
+        # The authorizer of the broker (over its metadata image) or controller (over the
+        # controller's); None without authorizer.class.name.
+        self.authorizer: BrokerAuthorizer | None = None
         self.metadata_log: MetadataLog | None = None
         self.driver: RaftDriver | None = None
         self.listeners: list[GrpcListener | KafkaListener] = []
@@ -163,6 +174,7 @@ class RilletServer:
                 ep.listener_name,
                 cfg.listener_config(ep.listener_name, "sasl.")["sasl.enabled.mechanisms"],
                 {m: cfg.jaas_config(ep.listener_name, m) for m in SUPPORTED_MECHANISMS},
+                self._scram_credential,
             )
             for ep in cfg.kafka_listeners
             if ep.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
@@ -360,6 +372,8 @@ class RilletServer:
             self.channel,
             txn_verifier=verifier,
         )
+        self.authorizer = broker_authorizer(cfg, lambda: self.publisher.image)
+        self.security = SecurityApis(self.channel, lambda: self.publisher.image, self.authorizer)
         self.groups = GroupCoordinator(
             cfg.node_id,
             self.replicas,
@@ -444,9 +458,13 @@ class RilletServer:
                 name,
                 transactions=self.transactions,
                 txn_markers=self.txn_markers,
+                security=self.security,
+                interceptors=self._grpc_gate(cfg.grpc_listeners),
             )
             await self._listen(listener, cfg.grpc_listeners)
             if cfg.kafka_listeners:
+                security = self.security
+                assert security is not None
                 relay = self._grpc_address()
                 kafka = KafkaListener(
                     KafkaApis(
@@ -456,8 +474,10 @@ class RilletServer:
                             KafkaConsumerGroups(self.groups),
                             KafkaTransactions(self.producer_ids, self.transactions),
                             KafkaAdmin(self.apis, self.transactions),
+                            KafkaSecurityAdmin(security),
                         ],
                         fetch_session_cache_slots=cfg["max.incremental.fetch.session.cache.slots"],
+                        authorizer=self.authorizer,
                     ),
                     max_request_bytes=cfg.socket_request_max_bytes,
                     idle_ms=cfg["connections.max.idle.ms"],
@@ -470,8 +490,39 @@ class RilletServer:
                 self.bound.update(kafka.bound)
                 self.listeners.append(kafka)
         if cfg.is_controller and cfg.controller_listeners:
-            listener = controller_listener(driver, self.controller, self.clock, self.cluster_id)
+            listener = controller_listener(
+                driver,
+                self.controller,
+                self.clock,
+                self.cluster_id,
+                self._grpc_gate(cfg.controller_listeners),
+            )
             await self._listen(listener, cfg.controller_listeners)
+
+    def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """A SCRAM listener's credential lookup: the broker's metadata image."""
+        return None if self.security is None else self.security.scram_credential(mechanism, user)
+
+    def _grpc_gate(self, endpoints: Sequence[Endpoint]) -> list[grpc.aio.ServerInterceptor]:
+        """With an authorizer, the gRPC listeners on ``endpoints`` serve only principals
+        allowed CLUSTER_ACTION (:mod:`rillet.server.grpc.authorization`)."""
+        authorizer = self.authorizer
+        if authorizer is None and self.config.is_controller:
+            # A controller-only node authorizes against the controller's committed image.
+            authorizer = self.authorizer = broker_authorizer(
+                self.config, lambda: self.controller.controller.committed
+            )
+        if authorizer is None:
+            return []
+        mapper = next(
+            (
+                self.listener_tls[ep.listener_name].principal_mapper
+                for ep in endpoints
+                if ep.listener_name in self.listener_tls
+            ),
+            None,
+        )
+        return [ClusterActionGate(authorizer, mapper)]
 
     async def _listen(
         self, listener: GrpcListener | KafkaListener, endpoints: Sequence[Endpoint]

@@ -83,7 +83,7 @@ def test_entity_from_generic_flags_and_shortcuts() -> None:
     [
         (["--describe"], "At least one entity type must be specified"),
         (["--describe", "--topic", "a", "--entity-type", "topics"], "specific entity flags"),
-        (["--describe", "--entity-type", "users", "--entity-name", "u"], "not supported"),
+        (["--describe", "--entity-type", "clients", "--entity-name", "u"], "not supported"),
         (["--describe", "--entity-type", "nonsense"], "Invalid entity type nonsense"),
         (["--describe", "--broker", "one"], "must be a valid integer broker id, but it is: one"),
         (["--describe", "--entity-type", "brokers", "--entity-default"], "not supported"),

@@ -12,6 +12,7 @@ import pytest
 from rillet.errors import KafkaStorageError
 from rillet.metadata.image import MetadataDelta, MetadataImage, PartitionChange
 from rillet.metadata.records import (
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -21,10 +22,13 @@ from rillet.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from rillet.metadata.snapshot import (
     SnapshotPolicy,
@@ -43,9 +47,11 @@ def random_history(seed: int, length: int = 300) -> list[MetadataRecord]:
     records: list[MetadataRecord] = []
     brokers: dict[int, int] = {}  # id -> epoch
     topics: dict[uuid.UUID, tuple[str, int]] = {}  # id -> (name, partitions)
+    acls: list[uuid.UUID] = []
     names = 0
+    kinds = ["broker", "fence", "topic", "remove", "change", "config", "feature", "acl", "scram"]
     for _ in range(length):
-        kind = r.choice(["broker", "fence", "topic", "remove", "change", "config", "feature"])
+        kind = r.choice(kinds)
         if kind == "broker" or not brokers:
             b = r.randint(1, 5)
             brokers[b] = brokers.get(b, 0) + r.randint(1, 9)
@@ -101,6 +107,32 @@ def random_history(seed: int, length: int = 300) -> list[MetadataRecord]:
             )
             key = r.choice(["retention.ms", "cleanup.policy", "min.insync.replicas"])
             records.append(ConfigRecord(rtype, name, key, r.choice([None, "1", "2"])))
+        elif kind == "acl":
+            if acls and r.random() < 0.4:
+                records.append(RemoveAccessControlEntryRecord(acls.pop(r.randrange(len(acls)))))
+            else:
+                acls.append(acl_id := uuid.UUID(int=r.getrandbits(128)))
+                records.append(
+                    AccessControlEntryRecord(
+                        acl_id,
+                        2,
+                        f"t{r.randint(1, 9)}",
+                        r.choice([3, 4]),
+                        r.choice(["User:a", "User:*"]),
+                        "*",
+                        r.randint(2, 12),
+                        r.choice([2, 3]),
+                    )  # fmt: skip
+                )
+        elif kind == "scram":
+            user, mechanism = r.choice(["alice", "bob"]), r.choice([1, 2])
+            if r.random() < 0.3:
+                records.append(RemoveUserScramCredentialRecord(user, mechanism))
+            else:
+                salt = r.randbytes(16)
+                records.append(
+                    UserScramCredentialRecord(user, mechanism, salt, salt[::-1], salt * 2, 4096)
+                )
         else:
             records.append(FeatureLevelRecord(r.choice(["metadata.version", "x"]), r.randint(0, 3)))
     return records

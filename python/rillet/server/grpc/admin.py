@@ -1,10 +1,12 @@
-"""AdminService over :class:`~rillet.broker.apis.BrokerApis`."""
+"""AdminService over :class:`~rillet.broker.apis.BrokerApis`, and its ACL and SCRAM
+credential calls over :class:`~rillet.broker.security_apis.SecurityApis`."""
 
 from __future__ import annotations
 
 import grpc
 
 from rillet.broker.apis import BrokerApis
+from rillet.broker.security_apis import SecurityApis
 from rillet.controller.topics import TopicResult
 from rillet.errors import KafkaError, TopicDeletionDisabledError
 from rillet.protocol.admin import (
@@ -27,8 +29,18 @@ from rillet.protocol.admin import (
     reassignment_requests_from_pb,
     reassignment_response,
 )
-from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, quorum_pb2
+from rillet.protocol.errors import set_error
+from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, quorum_pb2, security_pb2
 from rillet.protocol.quorum import describe_quorum_response
+from rillet.protocol.security import (
+    acl_binding_from_pb,
+    acl_binding_to_pb,
+    acl_filter_from_pb,
+    alter_scram_request_from_pb,
+    alter_scram_response,
+    create_acls_response,
+    delete_acls_response,
+)
 
 __all__ = ["AdminServicer"]
 
@@ -38,9 +50,12 @@ Context = grpc.aio.ServicerContext[object, object]
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     """Describes brokers with the endpoints of ``listener_name``."""
 
-    def __init__(self, apis: BrokerApis, listener_name: str) -> None:
+    def __init__(
+        self, apis: BrokerApis, listener_name: str, security: SecurityApis | None = None
+    ) -> None:
         self.apis = apis
         self.listener_name = listener_name
+        self.security = security or SecurityApis(apis.channel, apis.image, None)
 
     async def CreateTopics(
         self, request: admin_pb2.CreateTopicsRequest, context: Context
@@ -125,4 +140,47 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         partitions = list_reassignments_request_from_pb(request)
         return list_reassignments_response(
             self.apis.handle_list_partition_reassignments(partitions)
+        )
+
+    async def CreateAcls(
+        self, request: security_pb2.CreateAclsRequest, context: Context
+    ) -> security_pb2.CreateAclsResponse:
+        bindings = [acl_binding_from_pb(a) for a in request.creations]
+        return create_acls_response(await self.security.create_acls(bindings))
+
+    async def DescribeAcls(
+        self, request: security_pb2.DescribeAclsRequest, context: Context
+    ) -> security_pb2.DescribeAclsResponse:
+        response = security_pb2.DescribeAclsResponse()
+        found = self.security.describe_acls(acl_filter_from_pb(request.filter))
+        if isinstance(found, KafkaError):
+            set_error(response, found)
+        else:
+            response.acls.extend(acl_binding_to_pb(a) for a in found)
+        return response
+
+    async def DeleteAcls(
+        self, request: security_pb2.DeleteAclsRequest, context: Context
+    ) -> security_pb2.DeleteAclsResponse:
+        filters = [acl_filter_from_pb(f) for f in request.filters]
+        return delete_acls_response(await self.security.delete_acls(filters))
+
+    async def DescribeUserScramCredentials(
+        self, request: security_pb2.DescribeUserScramCredentialsRequest, context: Context
+    ) -> security_pb2.DescribeUserScramCredentialsResponse:
+        response = security_pb2.DescribeUserScramCredentialsResponse()
+        for d in self.security.describe_user_scram_credentials(list(request.users)):
+            out = response.results.add(user=d.user)
+            if d.error is not None:
+                set_error(out, d.error)
+            for mechanism, iterations in d.credentials:
+                out.credential_infos.add(mechanism=mechanism, iterations=iterations)
+        return response
+
+    async def AlterUserScramCredentials(
+        self, request: security_pb2.AlterUserScramCredentialsRequest, context: Context
+    ) -> security_pb2.AlterUserScramCredentialsResponse:
+        deletions, upsertions = alter_scram_request_from_pb(request)
+        return alter_scram_response(
+            await self.security.alter_user_scram_credentials(deletions, upsertions)
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import grpc
 
 from rillet.controller import TopicResult
+from rillet.controller.scram import users_named
 from rillet.controller.service import ControllerService
 from rillet.errors import InvalidRequestError, KafkaError
 from rillet.protocol.admin import (
@@ -31,8 +32,22 @@ from rillet.protocol.controller import (
     alter_partition_response,
     create_partitions_request_from_pb,
 )
-from rillet.protocol.gen.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, quorum_pb2
+from rillet.protocol.gen.v1 import (
+    admin_pb2,
+    controller_pb2,
+    controller_pb2_grpc,
+    quorum_pb2,
+    security_pb2,
+)
 from rillet.protocol.quorum import describe_quorum_response
+from rillet.protocol.security import (
+    acl_binding_from_pb,
+    acl_filter_from_pb,
+    alter_scram_request_from_pb,
+    alter_scram_response,
+    create_acls_response,
+    delete_acls_response,
+)
 
 __all__ = ["ControllerServicer"]
 
@@ -146,3 +161,31 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             return describe_quorum_response(self.controller.describe_quorum())
         except KafkaError as e:
             return describe_quorum_response(e)
+
+    async def CreateAcls(
+        self, request: security_pb2.CreateAclsRequest, context: Context
+    ) -> security_pb2.CreateAclsResponse:
+        bindings = [acl_binding_from_pb(a) for a in request.creations]
+        try:
+            return create_acls_response(await self.controller.create_acls(bindings))
+        except KafkaError as e:
+            return create_acls_response([e] * len(bindings))
+
+    async def DeleteAcls(
+        self, request: security_pb2.DeleteAclsRequest, context: Context
+    ) -> security_pb2.DeleteAclsResponse:
+        filters = [acl_filter_from_pb(f) for f in request.filters]
+        try:
+            return delete_acls_response(await self.controller.delete_acls(filters))
+        except KafkaError as e:
+            return delete_acls_response([e] * len(filters))
+
+    async def AlterUserScramCredentials(
+        self, request: security_pb2.AlterUserScramCredentialsRequest, context: Context
+    ) -> security_pb2.AlterUserScramCredentialsResponse:
+        deletions, upsertions = alter_scram_request_from_pb(request)
+        try:
+            results = await self.controller.alter_user_scram_credentials(deletions, upsertions)
+        except KafkaError as e:
+            results = [(u, e) for u in users_named(deletions, upsertions)]
+        return alter_scram_response(results)

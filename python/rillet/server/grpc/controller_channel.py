@@ -38,6 +38,7 @@ from rillet.controller import (
     TopicResult,
 )
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.controller.service import ControllerService
 from rillet.errors import KafkaError, NotControllerError
 from rillet.protocol.admin import reassignment_requests_to_pb, reassignment_results_from_pb
@@ -58,15 +59,24 @@ from rillet.protocol.controller import (
     elect_leaders_results_from_pb,
 )
 from rillet.protocol.errors import error_from_wire
-from rillet.protocol.gen.v1 import controller_pb2_grpc, quorum_pb2, quorum_pb2_grpc
+from rillet.protocol.gen.v1 import controller_pb2_grpc, quorum_pb2, quorum_pb2_grpc, security_pb2
 from rillet.protocol.quorum import (
     broker_heartbeat_request_to_pb,
     broker_heartbeat_result_from_pb,
     broker_registration_request_to_pb,
     describe_quorum_from_pb,
 )
+from rillet.protocol.security import (
+    acl_binding_to_pb,
+    acl_filter_to_pb,
+    alter_scram_request_to_pb,
+    alter_scram_results_from_pb,
+    create_acls_results_from_pb,
+    delete_acls_results_from_pb,
+)
 from rillet.raft.node import QuorumInfo
 from rillet.scheduler import Clock
+from rillet.security.acls import AclBinding, AclBindingFilter
 from rillet.security.tls import ClientTls, grpc_channel
 
 __all__ = ["GrpcControllerChannel"]
@@ -364,3 +374,47 @@ class GrpcControllerChannel:
             return info
 
         return await self._call(local, remote, retry=True)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        request = security_pb2.CreateAclsRequest(creations=[acl_binding_to_pb(a) for a in bindings])
+
+        async def remote(ch: grpc.aio.Channel) -> list[KafkaError | None]:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            results = create_acls_results_from_pb(await stub.CreateAcls(request, **self._opts()))
+            if _all_not_controller(results):
+                raise NotControllerError(str(results[0]))
+            return results
+
+        return await self._call(lambda c: c.create_acls(bindings), remote, retry=True)
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
+        request = security_pb2.DeleteAclsRequest(filters=[acl_filter_to_pb(f) for f in filters])
+
+        async def remote(ch: grpc.aio.Channel) -> list[KafkaError | list[AclBinding]]:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            results = delete_acls_results_from_pb(await stub.DeleteAcls(request, **self._opts()))
+            if results and all(isinstance(r, NotControllerError) for r in results):
+                raise NotControllerError(str(results[0]))
+            return results
+
+        return await self._call(lambda c: c.delete_acls(filters), remote, retry=True)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[tuple[str, KafkaError | None]]:
+        request = alter_scram_request_to_pb(deletions, upsertions)
+
+        async def remote(ch: grpc.aio.Channel) -> list[tuple[str, KafkaError | None]]:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            results = alter_scram_results_from_pb(
+                await stub.AlterUserScramCredentials(request, **self._opts())
+            )
+            if results and all(isinstance(e, NotControllerError) for _, e in results):
+                raise NotControllerError(str(results[0][1]))
+            return results
+
+        return await self._call(
+            lambda c: c.alter_user_scram_credentials(deletions, upsertions), remote, retry=True
+        )

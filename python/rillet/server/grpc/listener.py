@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection
 from rillet.broker.apis import BrokerApis
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.producer_id_manager import ProducerIdManager
+from rillet.broker.security_apis import SecurityApis
 from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.broker.txn_marker_writer import TxnMarkerWriter
 from rillet.config import Endpoint
@@ -64,8 +65,13 @@ class GrpcListener:
     ``register``, on every endpoint. :attr:`bound` maps listener names to the bound ports
     (an endpoint with port 0 gets a free one)."""
 
-    def __init__(self, register: Sequence[Registration], services: Sequence[str]) -> None:
-        self.server = grpc.aio.server(options=GRPC_SERVER_OPTIONS)
+    def __init__(
+        self,
+        register: Sequence[Registration],
+        services: Sequence[str],
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    ) -> None:
+        self.server = grpc.aio.server(options=GRPC_SERVER_OPTIONS, interceptors=interceptors)
         for add in register:
             add(self.server)
         self.services = list(services)
@@ -110,10 +116,13 @@ def broker_listener(
     *,
     transactions: TransactionCoordinator | None = None,
     txn_markers: TxnMarkerWriter | None = None,
+    security: SecurityApis | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> GrpcListener:
-    """The client API of a broker: produce, fetch, metadata, admin, groups, producer ids and
-    transactions (with the inter-broker WriteTxnMarkers). Brokers are described with their
-    ``listener_name`` endpoints; ``clock`` stamps records sent without a timestamp."""
+    """The client API of a broker: produce, fetch, metadata, admin (with ACLs and SCRAM
+    credentials from ``security``), groups, producer ids and transactions (with the
+    inter-broker WriteTxnMarkers). Brokers are described with their ``listener_name``
+    endpoints; ``clock`` stamps records sent without a timestamp."""
     return GrpcListener(
         [
             lambda s: add_produce_servicer(ProduceServicer(apis, clock), s),
@@ -122,7 +131,7 @@ def broker_listener(
                 MetadataServicer(apis, listener_name), s
             ),
             lambda s: admin_pb2_grpc.add_AdminServiceServicer_to_server(
-                AdminServicer(apis, listener_name), s
+                AdminServicer(apis, listener_name, security), s
             ),
             lambda s: group_pb2_grpc.add_GroupServiceServicer_to_server(
                 GroupServicer(groups, listener_name, transactions), s
@@ -139,11 +148,16 @@ def broker_listener(
             _service(group_pb2.DESCRIPTOR, "GroupService"),
             _service(transaction_pb2.DESCRIPTOR, "TransactionService"),
         ],
+        interceptors,
     )
 
 
 def controller_listener(
-    driver: RaftDriver, controller: ControllerService, clock: Clock, cluster_id: str
+    driver: RaftDriver,
+    controller: ControllerService,
+    clock: Clock,
+    cluster_id: str,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> GrpcListener:
     """The API of a controller: the quorum (Raft, broker registration and heartbeats) and
     the controller's requests from brokers (AlterPartition, forwarded admin changes)."""
@@ -158,4 +172,5 @@ def controller_listener(
             _service(quorum_pb2.DESCRIPTOR, "QuorumService"),
             _service(controller_pb2.DESCRIPTOR, "ControllerService"),
         ],
+        interceptors,
     )

@@ -37,6 +37,12 @@ Differences from Kafka:
   a request out at once.
 - Error messages are Rillet's where Kafka's controller would word them differently (replica
   placement, topic name rules); codes are always Kafka's.
+
+With an authorizer each request is checked as Kafka's KafkaApis checks it: CREATE (on the
+cluster or the topic), DELETE, ALTER (CreatePartitions) and DELETE (DeleteRecords) on each
+topic, DESCRIBE on the topic for OffsetForLeaderEpoch (CLUSTER_ACTION for a replica) and READ
+for DescribeProducers, DESCRIBE on the cluster for DescribeCluster and DescribeLogDirs, ALTER
+on it for ElectLeaders, and DESCRIBE on each transactional id ListTransactions shows.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from rillet.broker.apis import BrokerApis
@@ -52,6 +58,7 @@ from rillet.broker.transaction_coordinator import TransactionCoordinator
 from rillet.config import config_value_to_string, resolve_topic_config
 from rillet.controller import CreatableTopic, ElectionResults, ElectionType, TopicResult
 from rillet.errors import (
+    ClusterAuthorizationFailedError,
     FencedLeaderEpochError,
     InvalidConfigurationError,
     InvalidPartitionsError,
@@ -66,6 +73,7 @@ from rillet.errors import (
     PolicyViolationError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
     UnknownLeaderEpochError,
     UnknownTopicIdError,
@@ -74,6 +82,7 @@ from rillet.errors import (
 )
 from rillet.metadata.image import MetadataImage
 from rillet.metadata.topic_names import METADATA_TOPIC, validate_topic_name
+from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from rillet.server.kafka import admin_configs
 from rillet.server.kafka.request import Body, KafkaRequest, Served
 from rillet.types import TopicPartition
@@ -85,12 +94,13 @@ T = TypeVar("T")
 _ZERO_UUID = uuid.UUID(int=0)
 # Kafka's Topic.isInternal: the topics whose records DeleteRecords refuses to delete.
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# ConfigResource.Type's code of a topic.
+_TOPIC_RESOURCE = 2
 # DescribeCluster's endpoint types (Kafka's EndpointType).
 _BROKERS, _CONTROLLERS = 1, 2
-# Every operation on the CLUSTER resource (Kafka's AclEntry.supportedOperations: CREATE,
-# ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE) as
-# the bit field DescribeCluster answers; the schema's default means "not asked".
-_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# DescribeCluster's cluster_authorized_operations when they are not asked for. (The
+# operations on the CLUSTER resource, Kafka's AclEntry.supportedOperations, are CREATE, ALTER,
+# DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS and IDEMPOTENT_WRITE.)
 _NOT_ASKED = -(2**31)
 
 
@@ -99,6 +109,44 @@ def _error(err: KafkaError | None) -> tuple[int, str | None]:
     if err is None:
         return 0, None
     return err.code, err.message or None
+
+
+def _topic_denied(req: KafkaRequest, operation: AclOperation, name: str) -> KafkaError | None:
+    """TOPIC_AUTHORIZATION_FAILED when the sender may not do ``operation`` on topic ``name``."""
+    if req.allowed(operation, ResourceType.TOPIC, name):
+        return None
+    return TopicAuthorizationFailedError(f"Not authorized to access topics: [{name}]")
+
+
+def _cluster_denied(req: KafkaRequest, operation: AclOperation) -> KafkaError | None:
+    if req.allowed_on_cluster(operation):
+        return None
+    return ClusterAuthorizationFailedError(
+        f"Not authorized to perform {operation.name} on the cluster"
+    )
+
+
+def _configs_denied(
+    req: KafkaRequest, operation: AclOperation
+) -> Callable[[int, str], KafkaError | None]:
+    """Whether the sender may do ``operation`` (DESCRIBE_CONFIGS, ALTER_CONFIGS) to a config
+    resource: a topic's are the topic's, a broker's and the brokers' default the cluster's."""
+
+    def denied(rtype: int, name: str) -> KafkaError | None:
+        if rtype == _TOPIC_RESOURCE:
+            return _topic_denied(req, operation, name)
+        return _cluster_denied(req, operation)
+
+    return denied
+
+
+def _cluster_operations(req: KafkaRequest) -> int:
+    """The cluster operations the sender may do, as DescribeCluster's bit field."""
+    return sum(
+        1 << op
+        for op in (5, 7, 8, 9, 10, 11, 12)
+        if req.allowed_quietly(AclOperation(op), ResourceType.CLUSTER, CLUSTER_NAME)
+    )
 
 
 async def _within(timeout_ms: int, work: Awaitable[T]) -> T | RequestTimedOutError:
@@ -147,11 +195,14 @@ class KafkaAdmin:
         image = self.apis.image()
         answers: dict[str, Body] = {}
         wanted: list[CreatableTopic] = []
+        create_any = req.allowed_quietly(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
         for t in topics:
             name = t["name"]
             if counts[name] > 1:
                 continue
-            err = self._check_new_topic(t, image)
+            err = (
+                None if create_any else _topic_denied(req, AclOperation.CREATE, name)
+            ) or self._check_new_topic(t, image)
             if err is not None:
                 answers[name] = _topic_result(name, err)
                 continue
@@ -331,6 +382,11 @@ class KafkaAdmin:
                 )
             else:
                 by_id[topic.topic_id] = name
+        for topic_id, name in list(by_id.items()):
+            denied = _topic_denied(req, AclOperation.DELETE, name)
+            if denied is not None:
+                del by_id[topic_id]
+                answer(name if name in names else None, topic_id, denied)
         names_to_delete = list(by_id.values())
         deleted = await _within(
             body["timeout_ms"], self.apis.handle_delete_topics(names_to_delete, [])
@@ -357,7 +413,9 @@ class KafkaAdmin:
             name, count, assignments = t["name"], t["count"], t["assignments"]
             if counts[name] > 1:
                 continue
-            err = _check_new_partitions(image, name, count, assignments)
+            err = _topic_denied(req, AclOperation.ALTER, name) or _check_new_partitions(
+                image, name, count, assignments
+            )
             if err is not None:
                 errors[name] = err
             else:
@@ -391,6 +449,9 @@ class KafkaAdmin:
             for p in t["partitions"]:
                 tp = TopicPartition(t["name"], p["partition_index"])
                 try:
+                    denied = _topic_denied(req, AclOperation.DELETE, tp.topic)
+                    if denied is not None:
+                        raise denied
                     low_watermark = self._delete_records(tp, p["offset"], image)
                     err = None
                 except KafkaError as e:
@@ -440,6 +501,11 @@ class KafkaAdmin:
     async def offset_for_leader_epoch(self, req: KafkaRequest) -> Body:
         """Where each asked leader epoch ends in this leader's log (KIP-101, KIP-320)."""
         image = self.apis.image()
+        denied = (
+            _cluster_denied(req, AclOperation.CLUSTER_ACTION)
+            if req.body.get("replica_id", -1) >= 0
+            else None
+        )
         out = []
         for t in req.body["topics"]:
             partitions = []
@@ -447,6 +513,9 @@ class KafkaAdmin:
                 tp = TopicPartition(t["topic"], p["partition"])
                 result: Body = {"partition": tp.partition, "leader_epoch": -1, "end_offset": -1}
                 try:
+                    refused = denied or _topic_denied(req, AclOperation.DESCRIBE, tp.topic)
+                    if refused is not None:
+                        raise refused
                     epoch, end = self._epoch_end(
                         tp, p.get("current_leader_epoch", -1), p["leader_epoch"], image
                     )
@@ -481,13 +550,19 @@ class KafkaAdmin:
     # -- configs ----------------------------------------------------------------------------
 
     async def describe_configs(self, req: KafkaRequest) -> Body:
-        return admin_configs.describe_configs(self.apis, req.version, req.body)
+        return admin_configs.describe_configs(
+            self.apis, req.version, req.body, _configs_denied(req, AclOperation.DESCRIBE_CONFIGS)
+        )
 
     async def alter_configs(self, req: KafkaRequest) -> Body:
-        return await admin_configs.alter_configs(self.apis, req.body)
+        return await admin_configs.alter_configs(
+            self.apis, req.body, _configs_denied(req, AclOperation.ALTER_CONFIGS)
+        )
 
     async def incremental_alter_configs(self, req: KafkaRequest) -> Body:
-        return await admin_configs.incremental_alter_configs(self.apis, req.body)
+        return await admin_configs.incremental_alter_configs(
+            self.apis, req.body, _configs_denied(req, AclOperation.ALTER_CONFIGS)
+        )
 
     # -- the cluster ------------------------------------------------------------------------
 
@@ -506,6 +581,8 @@ class KafkaAdmin:
                 "The request was sent to an endpoint of type BROKER, but we wanted an "
                 "endpoint of type CONTROLLER"
             )
+        else:
+            err = _cluster_denied(req, AclOperation.DESCRIBE)
         if err is not None:
             code, message = _error(err)
             return {"error_code": code, "error_message": message, "endpoint_type": _BROKERS}
@@ -525,7 +602,7 @@ class KafkaAdmin:
                 {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                 for b in brokers
             ],
-            "cluster_authorized_operations": _CLUSTER_OPERATIONS
+            "cluster_authorized_operations": _cluster_operations(req)
             if body.get("include_cluster_authorized_operations")
             else _NOT_ASKED,
         }
@@ -533,6 +610,9 @@ class KafkaAdmin:
     async def describe_log_dirs(self, req: KafkaRequest) -> Body:
         """Each of this broker's log directories with the replicas in it (those asked for;
         every one for null topics)."""
+        denied = _cluster_denied(req, AclOperation.DESCRIBE)
+        if denied is not None:
+            return {"error_code": denied.code, "results": []}
         topics = req.body.get("topics")
         wanted: dict[str, set[int]] | None = None
         if topics is not None:
@@ -572,12 +652,14 @@ class KafkaAdmin:
             if named is None
             else list(dict.fromkeys((t["topic"], p) for t in named for p in t["partitions"]))
         )
-        outcome: ElectionResults | KafkaError
+        outcome: ElectionResults | KafkaError | None = _cluster_denied(req, AclOperation.ALTER)
         try:
             election_type = ElectionType(body.get("election_type", ElectionType.PREFERRED))
         except ValueError:
-            outcome = InvalidRequestError(f"Unknown election type {body.get('election_type')}")
-        else:
+            outcome = outcome or InvalidRequestError(
+                f"Unknown election type {body.get('election_type')}"
+            )
+        if outcome is None:
             outcome = await self.apis.handle_elect_leaders(
                 election_type, partitions, body["timeout_ms"]
             )
@@ -617,6 +699,9 @@ class KafkaAdmin:
             for index in t["partition_indexes"]:
                 out: Body = {"partition_index": index, "active_producers": []}
                 try:
+                    denied = _topic_denied(req, AclOperation.READ, t["name"])
+                    if denied is not None:
+                        raise denied
                     out["active_producers"] = self._producers(
                         TopicPartition(t["name"], index), image
                     )
@@ -671,6 +756,9 @@ class KafkaAdmin:
                     "transaction_state": t.transaction_state,
                 }
                 for t in response.transaction_states
+                if req.allowed_quietly(
+                    AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id
+                )
             ],
         }
 

@@ -232,10 +232,22 @@ def _unsupported(rtype: int) -> KafkaError:
 # -- DescribeConfigs --------------------------------------------------------------------------
 
 
-def describe_configs(apis: BrokerApis, version: int, body: Body) -> Body:
+# Whether the sender may do what a request asks to a resource (its type and name): None, or
+# the authorization error to answer it with.
+Authorize = Callable[[int, str], KafkaError | None]
+
+
+def _allowed(rtype: int, name: str) -> KafkaError | None:
+    return None
+
+
+def describe_configs(
+    apis: BrokerApis, version: int, body: Body, denied: Authorize = _allowed
+) -> Body:
     """DescribeConfigs: each resource's configs (those of ``configuration_keys``, or all for
-    null or empty), or the error that stopped it. Only v0 says whether a value is a default
-    (``is_default``); later versions give its source."""
+    null or empty), or the error that stopped it (``denied`` says which resources the
+    sender may not describe). Only v0 says whether a value is a default (``is_default``);
+    later versions give its source."""
     image = apis.image()
     include_synonyms = bool(body.get("include_synonyms", False))
     include_docs = bool(body.get("include_documentation", False))
@@ -245,6 +257,9 @@ def describe_configs(apis: BrokerApis, version: int, body: Body) -> Body:
         wanted = set(r.get("configuration_keys") or ())
         out: Body = {"resource_type": rtype, "resource_name": rname}
         try:
+            refused = denied(rtype, rname)
+            if refused is not None:
+                raise refused
             if rtype == TOPIC:
                 entries = _describe_topic(apis, image, rname, include_synonyms, include_docs)
             elif rtype == BROKER:
@@ -482,7 +497,9 @@ async def _alter(
     return {"responses": responses}
 
 
-async def incremental_alter_configs(apis: BrokerApis, body: Body) -> Body:
+async def incremental_alter_configs(
+    apis: BrokerApis, body: Body, denied: Authorize = _allowed
+) -> Body:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on TOPIC and BROKER
     resources; ``validate_only`` checks without changing anything."""
     image = apis.image()
@@ -508,10 +525,10 @@ async def incremental_alter_configs(apis: BrokerApis, body: Body) -> Body:
             return _topic_changes(image.topic_config(name), ops)
         raise _unsupported(rtype)
 
-    return await _alter_each(apis, body, ops_for)
+    return await _alter_each(apis, body, ops_for, denied)
 
 
-async def alter_configs(apis: BrokerApis, body: Body) -> Body:
+async def alter_configs(apis: BrokerApis, body: Body, denied: Authorize = _allowed) -> Body:
     """AlterConfigs (the legacy form): each resource's dynamic configs become exactly those
     given; the ones not given are removed."""
     image = apis.image()
@@ -531,16 +548,18 @@ async def alter_configs(apis: BrokerApis, body: Body) -> Body:
         ops = [AlterConfigOp(k, "SET", v) for k, v in given.items()]
         return ops + [AlterConfigOp(k, "DELETE") for k in sorted(current) if k not in given]
 
-    return await _alter_each(apis, body, ops_for)
+    return await _alter_each(apis, body, ops_for, denied)
 
 
 async def _alter_each(
     apis: BrokerApis,
     body: Body,
     ops_for: Callable[[int, str, list[Body]], list[AlterConfigOp]],
+    denied: Authorize,
 ) -> Body:
     """Each resource of an alter request turned into its changes by ``ops_for`` (a
-    KafkaError is that resource's answer), then applied (or only checked)."""
+    KafkaError is that resource's answer), then applied (or only checked); ``denied`` says
+    which resources the sender may not alter."""
     resources: list[Body] = body["resources"]
     errors = _resource_errors(resources)
     changes: dict[int, tuple[ConfigResourceType, str, list[AlterConfigOp]]] = {}
@@ -549,6 +568,9 @@ async def _alter_each(
             continue
         rtype, name = r["resource_type"], r["resource_name"]
         try:
+            refused = denied(rtype, name)
+            if refused is not None:
+                raise refused
             ops = ops_for(rtype, name, r["configs"])
         except KafkaError as e:
             errors[i] = e

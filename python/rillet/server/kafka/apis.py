@@ -28,12 +28,16 @@ from typing import Any
 from rillet import _core
 from rillet._core import FileRegion
 from rillet.broker.apis import BrokerApis, MetadataResult
+from rillet.broker.authorizer import BrokerAuthorizer
 from rillet.errors import (
     InvalidRequestError,
     KafkaError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
     UnsupportedVersionError,
 )
+from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from rillet.security.principal import ANONYMOUS, KafkaPrincipal
 from rillet.server.kafka import records
 from rillet.server.kafka.fetch_sessions import FetchSessionCache
 from rillet.server.kafka.request import Body, KafkaRequest, KafkaService, Served
@@ -98,8 +102,10 @@ class KafkaApis:
         services: Sequence[KafkaService] = (),
         *,
         fetch_session_cache_slots: int = 1000,  # max.incremental.fetch.session.cache.slots
+        authorizer: BrokerAuthorizer | None = None,
     ) -> None:
         self.apis = apis
+        self.authorizer = authorizer
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         # What the schemas know of every key (the versions an error can be answered at).
         self.schemas = schemas = _schema_versions()
@@ -129,11 +135,15 @@ class KafkaApis:
         }
 
     async def handle(
-        self, frame: bytes, listener_name: str, peer_host: str = ""
+        self,
+        frame: bytes,
+        listener_name: str,
+        peer_host: str = "",
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> bytes | SplicedResponse | None:
-        """The response frame to ``frame`` (a request without its size prefix): empty when
-        the request takes no answer, None to close the connection; a Fetch answer comes
-        with the record sets to send from the segment files."""
+        """The response frame to ``frame`` (a request without its size prefix) from
+        ``principal``: empty when the request takes no answer, None to close the connection;
+        a Fetch answer comes with the record sets to send from the segment files."""
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
         served = self.supported.get(api_key)
         if served is None or not served[0] <= version <= served[1]:
@@ -145,7 +155,15 @@ class KafkaApis:
             _log.warning("request %d v%d on %s: %s", api_key, version, listener_name, e)
             return self._error_response(api_key, version, correlation_id, e)
         req = KafkaRequest(
-            api_key, version, correlation_id, client_id or "", body, listener_name, peer_host
+            api_key,
+            version,
+            correlation_id,
+            client_id or "",
+            body,
+            listener_name,
+            peer_host,
+            principal,
+            self.authorizer,
         )
         try:
             if api_key == FETCH:
@@ -226,7 +244,7 @@ class KafkaApis:
 
     async def _fetch(self, req: KafkaRequest) -> SplicedResponse:
         response, record_sets = await records.fetch(
-            self.apis, req.version, req.body, self.fetch_sessions
+            self.apis, req.version, req.body, self.fetch_sessions, req
         )
         frame, splices = _core.kafka_encode_response_spliced(
             FETCH, req.version, req.correlation_id, response
@@ -239,16 +257,18 @@ class KafkaApis:
     # -- records --------------------------------------------------------------------------
 
     async def produce(self, req: KafkaRequest) -> Body | None:
-        return await records.produce(self.apis, req.version, req.body)
+        return await records.produce(self.apis, req)
 
     async def list_offsets(self, req: KafkaRequest) -> Body:
-        return records.list_offsets(self.apis, req.version, req.body)
+        return records.list_offsets(self.apis, req)
 
     # -- Metadata -----------------------------------------------------------------------------
 
     async def metadata(self, req: KafkaRequest) -> Body:
         """Topics named (or, since v10, given by id), or every topic for a null list (v1+)
-        or an empty one (v0); brokers with their endpoint on this listener."""
+        or an empty one (v0); brokers with their endpoint on this listener. With an
+        authorizer, only topics the sender may DESCRIBE, and auto-creation only for one
+        allowed CREATE (on the cluster or the topics)."""
         version, body, listener_name = req.version, req.body, req.listener_name
         wanted = body.get("topics")
         image = self.apis.image()
@@ -265,17 +285,41 @@ class KafkaApis:
                 name = topic.name
             if name is not None:
                 names.append(name)
-        if wanted is not None and not names and (version > 0 or unknown_ids):
+        # Topics named that the sender may not describe are answered
+        # TOPIC_AUTHORIZATION_FAILED; with every topic asked for, they are left out.
+        denied = [n for n in names if not req.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
+        names = [n for n in names if n not in denied]
+        missing = [n for n in names if image.topic(n) is None]
+        allow_auto_create = bool(body.get("allow_auto_topic_creation", True)) and (
+            not missing
+            or req.allowed_quietly(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+            or all(req.allowed(AclOperation.CREATE, ResourceType.TOPIC, n) for n in missing)
+        )
+        if wanted is not None and not names and (version > 0 or unknown_ids or denied):
             # A list naming no (known) topic: no topics, only the brokers. (handle_metadata
             # reads no names as every topic, which Metadata v0 means by an empty list.)
             cluster = self.apis.handle_describe_cluster(listener_name)
             brokers = [b for b in cluster.brokers if not b.is_fenced and b.port >= 0]
             result = MetadataResult(cluster.cluster_id, cluster.controller_id, brokers, [])
         else:
-            result = await self.apis.handle_metadata(
-                names, bool(body.get("allow_auto_topic_creation", True)), listener_name
-            )
-        topics = [_metadata_topic(t) for t in result.topics]
+            result = await self.apis.handle_metadata(names, allow_auto_create, listener_name)
+        shown = result.topics
+        if not names:
+            shown = [
+                t
+                for t in shown
+                if req.allowed_quietly(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+            ]
+        topics = [_metadata_topic(t) for t in shown]
+        topics += [
+            {
+                "error_code": TopicAuthorizationFailedError.code,
+                "name": n,
+                "topic_id": _ZERO_UUID,
+                "partitions": [],
+            }
+            for n in denied
+        ]
         topics += [
             {"error_code": 100, "name": None, "topic_id": i, "partitions": []}  # UNKNOWN_TOPIC_ID
             for i in unknown_ids

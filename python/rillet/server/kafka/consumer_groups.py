@@ -29,8 +29,13 @@ Served versions and what differs from a Kafka 4.0 broker:
   answered UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, and a group-level
   error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) is the top-level error with no topics.
 
-With no authorizer, ``authorized_operations`` (when asked for) are every operation Kafka
-supports on a group, as a Kafka broker without an authorizer answers.
+With an authorizer, as Kafka's KafkaApis: ConsumerGroupHeartbeat needs READ on the group
+(and DESCRIBE on each topic it subscribes to by name), ConsumerGroupDescribe and
+DescribeGroups DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group),
+DeleteGroups DELETE on each group, OffsetDelete DELETE on the group and READ on each topic;
+ListGroups lists every group to a principal allowed DESCRIBE on the cluster, else the groups
+it may describe. ``authorized_operations`` (when asked for) are the group operations the
+sender may do; with no authorizer, every operation Kafka supports on a group.
 """
 
 from __future__ import annotations
@@ -42,7 +47,14 @@ from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.coordinator.group import messages as m
 from rillet.coordinator.group.results import CoordinatorResult
 from rillet.coordinator.group.shard import GroupCoordinatorShard
-from rillet.errors import InvalidRequestError, KafkaError, NotCoordinatorError
+from rillet.errors import (
+    InvalidRequestError,
+    KafkaError,
+    NotCoordinatorError,
+    TopicAuthorizationFailedError,
+)
+from rillet.security.acls import AclOperation, ResourceType
+from rillet.server.kafka.groups import denied_topics, group_denied
 from rillet.server.kafka.request import Body, KafkaRequest, Served
 
 __all__ = ["GROUP_AUTHORIZED_OPERATIONS", "KafkaConsumerGroups"]
@@ -68,6 +80,31 @@ def _error_message(err: KafkaError | None) -> str | None:
     if err is None:
         return None
     return err.message or " ".join((type(err).__doc__ or err.name).split())
+
+
+def _authorized_groups(
+    req: KafkaRequest, operation: AclOperation, groups: Sequence[str]
+) -> tuple[list[str], dict[str, KafkaError]]:
+    """The groups (each once) the sender may do ``operation`` on, and the refusal of each
+    other one."""
+    allowed: list[str] = []
+    refused: dict[str, KafkaError] = {}
+    for g in dict.fromkeys(groups):
+        denied = group_denied(req, operation, g)
+        if denied is None:
+            allowed.append(g)
+        else:
+            refused[g] = denied
+    return allowed, refused
+
+
+def _group_operations(req: KafkaRequest, group_id: str) -> int:
+    """The group operations the sender may do, as the ``authorized_operations`` bit field."""
+    return sum(
+        1 << op
+        for op in (3, 6, 8, 10, 11)
+        if req.allowed_quietly(AclOperation(op), ResourceType.GROUP, group_id)
+    )
 
 
 class KafkaConsumerGroups:
@@ -121,8 +158,20 @@ class KafkaConsumerGroups:
                 return CoordinatorResult(response=m.ConsumerGroupHeartbeatResponse(error=error))
             return shard.consumer_group_heartbeat(r, now)
 
-        response = await self.groups.run(
-            r.group_id, heartbeat, lambda e: m.ConsumerGroupHeartbeatResponse(error=e)
+        error: KafkaError | None = group_denied(req, AclOperation.READ, r.group_id)
+        hidden = sorted(
+            denied_topics(req, AclOperation.DESCRIBE, [{"name": n} for n in names or ()])
+        )
+        if error is None and hidden:
+            error = TopicAuthorizationFailedError(
+                "The following topics are not authorized: " + ", ".join(hidden)
+            )
+        response = (
+            m.ConsumerGroupHeartbeatResponse(error=error)
+            if error is not None
+            else await self.groups.run(
+                r.group_id, heartbeat, lambda e: m.ConsumerGroupHeartbeatResponse(error=e)
+            )
         )
         return {
             "error_code": _code(response.error),
@@ -142,26 +191,39 @@ class KafkaConsumerGroups:
 
     async def consumer_group_describe(self, req: KafkaRequest) -> Body:
         body = req.body
+        # A group named twice is answered once.
+        allowed, refused = _authorized_groups(req, AclOperation.DESCRIBE, body["group_ids"])
         described = await self.groups.run_per_group(
-            dict.fromkeys(body["group_ids"]),  # a group named twice is answered once
+            allowed,
             lambda shard, g: shard.consumer_group_describe([g]),
             lambda g, e: m.ConsumerGroupDescribeResult(g, e),
         )
+        by_id = {d.group_id: d for d in described}
+        by_id.update((g, m.ConsumerGroupDescribeResult(g, e)) for g, e in refused.items())
         with_operations = bool(body.get("include_authorized_operations", False))
-        return {"groups": [_described_consumer_group(d, with_operations) for d in described]}
+        out = []
+        for g in dict.fromkeys(body["group_ids"]):
+            group = _described_consumer_group(by_id[g], with_operations)
+            if with_operations and by_id[g].error is None:
+                group["authorized_operations"] = _group_operations(req, g)
+            out.append(group)
+        return {"groups": out}
 
     # -- classic groups and every group ---------------------------------------------------------
 
     async def describe_groups(self, req: KafkaRequest) -> Body:
         version, body = req.version, req.body
+        allowed, refused = _authorized_groups(req, AclOperation.DESCRIBE, body["groups"])
         described = await self.groups.run_per_group(
-            dict.fromkeys(body["groups"]),
+            allowed,
             lambda shard, g: shard.describe_groups([g]),
             lambda g, e: m.DescribedGroup(g, "", error=e),
         )
+        by_id = {d.group_id: d for d in described}
+        by_id.update((g, m.DescribedGroup(g, "", error=e)) for g, e in refused.items())
         with_operations = version >= 3 and bool(body.get("include_authorized_operations"))
         out = []
-        for d in described:
+        for d in (by_id[g] for g in dict.fromkeys(body["groups"])):
             stable = d.group_state == _STABLE
             group: Body = {
                 "error_code": _code(d.error),
@@ -182,8 +244,8 @@ class KafkaConsumerGroups:
                     for x in d.members
                 ],
             }
-            if with_operations and d.group_id:
-                group["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS
+            if with_operations and d.group_id and d.group_id not in refused:
+                group["authorized_operations"] = _group_operations(req, d.group_id)
             out.append(group)
         return {"groups": out}
 
@@ -204,7 +266,19 @@ class KafkaConsumerGroups:
         )
         if error is not None:
             return {"error_code": error.code, "groups": []}
-        listed = sorted((g for a in answers for g in a.groups), key=lambda g: g.group_id)
+        everything = req.allowed_quietly(
+            AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"
+        )
+        listed = sorted(
+            (
+                g
+                for a in answers
+                for g in a.groups
+                if everything
+                or req.allowed_quietly(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+            ),
+            key=lambda g: g.group_id,
+        )
         return {
             "error_code": 0,
             "groups": [
@@ -219,26 +293,39 @@ class KafkaConsumerGroups:
         }
 
     async def delete_groups(self, req: KafkaRequest) -> Body:
+        allowed, refused = _authorized_groups(req, AclOperation.DELETE, req.body["groups_names"])
         results = await self.groups.run_per_group(
-            dict.fromkeys(req.body["groups_names"]),
+            allowed,
             lambda shard, g: shard.delete_groups([g]),
             lambda g, e: m.DeletableGroupResult(g, e),
         )
+        codes = {x.group_id: _code(x.error) for x in results}
+        codes.update((g, e.code) for g, e in refused.items())
         return {
-            "results": [{"group_id": x.group_id, "error_code": _code(x.error)} for x in results]
+            "results": [
+                {"group_id": g, "error_code": codes[g]}
+                for g in dict.fromkeys(req.body["groups_names"])
+            ]
         }
 
     async def offset_delete(self, req: KafkaRequest) -> Body:
         body = req.body
         group_id = body["group_id"]
+        denied = group_denied(req, AclOperation.DELETE, group_id)
+        if denied is not None:
+            return {"error_code": denied.code, "topics": []}
+        refused = denied_topics(req, AclOperation.READ, body["topics"])
         image = self.groups.image
         known: list[m.TopicPartitionIndexes] = []
-        unknown: list[tuple[str, int]] = []
+        unknown: list[tuple[str, int, int]] = []
         for t in body["topics"]:
             topic = image.topic(t["name"])
             indexes = [p["partition_index"] for p in t["partitions"]]
+            if t["name"] in refused:
+                unknown += [(t["name"], i, TopicAuthorizationFailedError.code) for i in indexes]
+                continue
             present = tuple(i for i in indexes if topic is not None and i in topic.partitions)
-            unknown += [(t["name"], i) for i in indexes if i not in present]
+            unknown += [(t["name"], i, 3) for i in indexes if i not in present]
             if present:
                 known.append(m.TopicPartitionIndexes(t["name"], present))
         r = m.OffsetDeleteRequest(group_id, tuple(known))
@@ -250,8 +337,8 @@ class KafkaConsumerGroups:
         if response.error is not None:
             return {"error_code": response.error.code, "topics": []}
         errors: dict[str, list[Body]] = {}
-        for name, index in unknown:
-            errors.setdefault(name, []).append({"partition_index": index, "error_code": 3})
+        for name, index, code in unknown:
+            errors.setdefault(name, []).append({"partition_index": index, "error_code": code})
         for rt in response.topics:
             errors.setdefault(rt.name, []).extend(
                 {"partition_index": p.partition_index, "error_code": _code(p.error)}

@@ -11,11 +11,21 @@ UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), OffsetFetch v8+ asks for several groups 
 the member and its epoch. These schemas' OffsetCommit/OffsetFetch name topics, not topic ids
 (topic ids come with Kafka's v10). KIP-848 heartbeats and the group admin requests are
 :mod:`rillet.server.kafka.consumer_groups`.
+
+With an authorizer, requests are checked as Kafka's KafkaApis checks them: FindCoordinator
+needs DESCRIBE on the group or transactional id; JoinGroup, SyncGroup, Heartbeat, LeaveGroup
+and OffsetCommit READ on the group (GROUP_AUTHORIZATION_FAILED), OffsetCommit READ on each
+topic too (TOPIC_AUTHORIZATION_FAILED for that topic's partitions); OffsetFetch DESCRIBE on
+the group and on each topic asked for (topics not asked for by name are left out when they
+may not be described); TxnOffsetCommit WRITE on the transactional id, READ on the group and
+on each topic.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from rillet.broker.coordinator_lookup import find_coordinator
 from rillet.broker.group_coordinator import GroupCoordinator
@@ -27,13 +37,17 @@ from rillet.coordinator.group.results import CoordinatorResult
 from rillet.coordinator.group.shard import GroupCoordinatorShard
 from rillet.coordinator.group.txn_offsets import error_txn_commit_response
 from rillet.errors import (
+    GroupAuthorizationFailedError,
     GroupIdNotFoundError,
     IllegalGenerationError,
     KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
 from rillet.metadata.image import MetadataImage
+from rillet.security.acls import AclOperation, ResourceType
 from rillet.server.kafka.request import Body, KafkaRequest, Served
 
 __all__ = ["KafkaGroups"]
@@ -45,6 +59,20 @@ def _code(err: KafkaError | None) -> int:
 
 def _message(err: KafkaError | None) -> str | None:
     return err.message if err is not None else None
+
+
+def group_denied(
+    req: KafkaRequest, operation: AclOperation, group_id: str
+) -> GroupAuthorizationFailedError | None:
+    """GROUP_AUTHORIZATION_FAILED when the sender may not do ``operation`` on the group."""
+    if req.allowed(operation, ResourceType.GROUP, group_id):
+        return None
+    return GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")
+
+
+def denied_topics(req: KafkaRequest, operation: AclOperation, topics: list[Body]) -> set[str]:
+    """The names of ``topics`` the sender may not do ``operation`` on."""
+    return {t["name"] for t in topics if not req.allowed(operation, ResourceType.TOPIC, t["name"])}
 
 
 class KafkaGroups:
@@ -74,14 +102,26 @@ class KafkaGroups:
     async def find_coordinator(self, req: KafkaRequest) -> Body:
         version, body, listener_name = req.version, req.body, req.listener_name
         keys = body.get("coordinator_keys") or [body.get("key", "")]
-        found = [await self._find(body.get("key_type", 0), k, listener_name) for k in keys]
+        found = [await self._find(req, body.get("key_type", 0), k, listener_name) for k in keys]
         if version >= 4:
             return {"coordinators": found}
         (one,) = found  # v0-3 ask for one key
         return {k: v for k, v in one.items() if k != "key"}
 
-    async def _find(self, key_type: int, key: str, listener_name: str) -> Body:
-        found = await find_coordinator(self.groups, self.transactions, key_type, key, listener_name)
+    async def _find(self, req: KafkaRequest, key_type: int, key: str, listener_name: str) -> Body:
+        found: tuple[int, Any] | KafkaError
+        if key_type == 1 and not req.allowed(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            found = TransactionalIdAuthorizationFailedError(
+                f"Not authorized to access transactional id: {key}"
+            )
+        elif key_type == 0 and (denied := group_denied(req, AclOperation.DESCRIBE, key)):
+            found = denied
+        else:
+            found = await find_coordinator(
+                self.groups, self.transactions, key_type, key, listener_name
+            )
         if isinstance(found, KafkaError):
             return {
                 "key": key,
@@ -116,10 +156,15 @@ class KafkaGroups:
             require_known_member_id=version >= 4,
             supports_skip_assignment=version >= 9,
         )
-        response = await self.groups.run_parked(
-            r.group_id,
-            lambda shard, handle, now: shard.join_group(r, handle, now),
-            lambda e: m.JoinGroupResponse(error=e, member_id=r.member_id),
+        denied = group_denied(req, AclOperation.READ, r.group_id)
+        response = (
+            m.JoinGroupResponse(error=denied, member_id=r.member_id)
+            if denied
+            else await self.groups.run_parked(
+                r.group_id,
+                lambda shard, handle, now: shard.join_group(r, handle, now),
+                lambda e: m.JoinGroupResponse(error=e, member_id=r.member_id),
+            )
         )
         out: Body = {
             "error_code": _code(response.error),
@@ -155,10 +200,15 @@ class KafkaGroups:
             protocol_name=body.get("protocol_name"),
             assignments={a["member_id"]: a["assignment"] for a in body["assignments"]},
         )
-        response = await self.groups.run_parked(
-            r.group_id,
-            lambda shard, handle, now: shard.sync_group(r, handle, now),
-            lambda e: m.SyncGroupResponse(error=e),
+        denied = group_denied(req, AclOperation.READ, r.group_id)
+        response = (
+            m.SyncGroupResponse(error=denied)
+            if denied
+            else await self.groups.run_parked(
+                r.group_id,
+                lambda shard, handle, now: shard.sync_group(r, handle, now),
+                lambda e: m.SyncGroupResponse(error=e),
+            )
         )
         out: Body = {"error_code": _code(response.error), "assignment": response.assignment}
         if version >= 5:
@@ -173,10 +223,15 @@ class KafkaGroups:
             member_id=body["member_id"],
             group_instance_id=body.get("group_instance_id"),
         )
-        response = await self.groups.run(
-            r.group_id,
-            lambda shard, now: shard.heartbeat(r, now),
-            lambda e: m.HeartbeatResponse(error=e),
+        denied = group_denied(req, AclOperation.READ, r.group_id)
+        response = (
+            m.HeartbeatResponse(error=denied)
+            if denied
+            else await self.groups.run(
+                r.group_id,
+                lambda shard, now: shard.heartbeat(r, now),
+                lambda e: m.HeartbeatResponse(error=e),
+            )
         )
         return {"error_code": _code(response.error)}
 
@@ -190,10 +245,15 @@ class KafkaGroups:
         else:
             members = (m.MemberIdentity(body["member_id"], None, None),)
         r = m.LeaveGroupRequest(group_id=body["group_id"], members=members)
-        response = await self.groups.run(
-            r.group_id,
-            lambda shard, now: shard.leave_group(r, now),
-            lambda e: m.LeaveGroupResponse(error=e),
+        denied = group_denied(req, AclOperation.READ, r.group_id)
+        response = (
+            m.LeaveGroupResponse(error=denied)
+            if denied
+            else await self.groups.run(
+                r.group_id,
+                lambda shard, now: shard.leave_group(r, now),
+                lambda e: m.LeaveGroupResponse(error=e),
+            )
         )
         error = response.error
         if version < 3:  # one member, no list
@@ -221,7 +281,11 @@ class KafkaGroups:
         a commit with a generation to a group that does not exist ILLEGAL_GENERATION (v9+:
         GROUP_ID_NOT_FOUND), as Kafka answers them."""
         version, body = req.version, req.body
-        known, unknown = _split_known(self.groups.image, body["topics"])
+        group_error = group_denied(req, AclOperation.READ, body["group_id"])
+        refused = (
+            denied_topics(req, AclOperation.READ, body["topics"]) if not group_error else set()
+        )
+        known, unknown = _split_known(self.groups.image, body["topics"], refused)
         r = m.OffsetCommitRequest(
             group_id=body["group_id"],
             topics=_commit_topics(known),
@@ -243,7 +307,9 @@ class KafkaGroups:
             return shard.commit_offsets(r, now)
 
         committed: tuple[m.TopicPartitionErrors, ...] = ()
-        if r.topics:
+        if group_error is not None:
+            committed = error_commit_response(r, group_error).topics
+        elif r.topics:
             response = await self.groups.run(
                 r.group_id, commit, lambda e: error_commit_response(r, e)
             )
@@ -258,22 +324,43 @@ class KafkaGroups:
 
     async def txn_offset_commit(self, req: KafkaRequest) -> Body:
         body = req.body
+        error: KafkaError | None = None
+        if not req.allowed(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"]
+        ):
+            error = TransactionalIdAuthorizationFailedError(
+                f"Not authorized to access transactional id: {body['transactional_id']}"
+            )
+        else:
+            error = group_denied(req, AclOperation.READ, body["group_id"])
+        refused = denied_topics(req, AclOperation.READ, body["topics"]) if not error else set()
         r = m.TxnOffsetCommitRequest(
             transactional_id=body["transactional_id"],
             group_id=body["group_id"],
             producer_id=body["producer_id"],
             producer_epoch=body["producer_epoch"],
-            topics=_commit_topics(body["topics"]),
+            topics=_commit_topics([t for t in body["topics"] if t["name"] not in refused]),
             generation_id_or_member_epoch=body.get("generation_id", -1),
             member_id=body.get("member_id", ""),
             group_instance_id=body.get("group_instance_id"),
         )
-        response = await self.groups.run(
-            r.group_id,
-            lambda shard, now: shard.txn_offset_commit(r, now),
-            lambda e: error_txn_commit_response(r, e),
-        )
-        return {"topics": _partition_errors(response.topics)}
+        if error is not None:
+            return {"topics": _partition_errors(error_txn_commit_response(r, error).topics)}
+        answered: tuple[m.TopicPartitionErrors, ...] = ()
+        if r.topics:
+            response = await self.groups.run(
+                r.group_id,
+                lambda shard, now: shard.txn_offset_commit(r, now),
+                lambda e: error_txn_commit_response(r, e),
+            )
+            answered = response.topics
+        denied = [
+            (t["name"], p["partition_index"], TopicAuthorizationFailedError.code)
+            for t in body["topics"]
+            if t["name"] in refused
+            for p in t["partitions"]
+        ]
+        return {"topics": _merged_partition_errors(answered, denied, body["topics"])}
 
     async def offset_fetch(self, req: KafkaRequest) -> Body:
         """v1-7 fetch one group's offsets, v8+ several groups' (each run on its shard);
@@ -286,13 +373,14 @@ class KafkaGroups:
             groups = []
             for g in body["groups"]:
                 response = await self._fetch(
+                    req,
                     m.OffsetFetchRequest(
                         group_id=g["group_id"],
                         topics=_fetch_topics(g.get("topics")),
                         member_id=g.get("member_id"),
                         member_epoch=g.get("member_epoch", -1),
                         require_stable=require_stable,
-                    )
+                    ),
                 )
                 groups.append(
                     {
@@ -304,11 +392,12 @@ class KafkaGroups:
             return {"groups": groups}
         topics = body.get("topics")
         response = await self._fetch(
+            req,
             m.OffsetFetchRequest(
                 group_id=body["group_id"],
                 topics=_fetch_topics(topics),
                 require_stable=require_stable,
-            )
+            ),
         )
         # Before v2 a group-level error goes to every partition asked.
         group_error = response.error if version < 2 else None
@@ -332,12 +421,38 @@ class KafkaGroups:
             return {"topics": topics_out}
         return {"error_code": _code(response.error), "topics": topics_out}
 
-    async def _fetch(self, r: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
-        return await self.groups.run(
+    async def _fetch(self, req: KafkaRequest, r: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
+        """One group's offsets, as far as the sender may see them: a group it may not
+        describe is GROUP_AUTHORIZATION_FAILED, a topic named that it may not describe
+        TOPIC_AUTHORIZATION_FAILED, and with no topics named the others are left out."""
+        denied = group_denied(req, AclOperation.DESCRIBE, r.group_id)
+        if denied is not None:
+            return m.OffsetFetchResponse(r.group_id, error=denied)
+        response = await self.groups.run(
             r.group_id,
             lambda shard, now: shard.fetch_offsets(r),
             lambda e: m.OffsetFetchResponse(r.group_id, error=e),
         )
+        if req.authorizer is None or response.error is not None:
+            return response
+        topics = []
+        for t in response.topics:
+            if req.allowed_quietly(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
+                topics.append(t)
+            elif r.topics is not None:
+                refused = TopicAuthorizationFailedError(
+                    f"Not authorized to access topics: [{t.name}]"
+                )
+                topics.append(
+                    dataclasses.replace(
+                        t,
+                        partitions=tuple(
+                            dataclasses.replace(p, committed_offset=-1, metadata="", error=refused)
+                            for p in t.partitions
+                        ),
+                    )
+                )
+        return dataclasses.replace(response, topics=tuple(topics))
 
 
 def _fetch_topics(topics: list[Body] | None) -> tuple[m.TopicPartitionIndexes, ...] | None:
@@ -368,19 +483,25 @@ def _fetched_topics(
 
 
 def _split_known(
-    image: MetadataImage, topics: list[Body]
-) -> tuple[list[Body], list[tuple[str, int]]]:
-    """The topics' partitions the metadata has, and (topic, partition) of those it has not."""
+    image: MetadataImage, topics: list[Body], refused: set[str]
+) -> tuple[list[Body], list[tuple[str, int, int]]]:
+    """The topics' partitions the metadata has, and (topic, partition, error code) of those
+    it has not (UNKNOWN_TOPIC_OR_PARTITION) or that are ``refused``
+    (TOPIC_AUTHORIZATION_FAILED)."""
     known: list[Body] = []
-    unknown: list[tuple[str, int]] = []
+    unknown: list[tuple[str, int, int]] = []
     for t in topics:
         topic = image.topic(t["name"])
         present = []
         for p in t["partitions"]:
-            if topic is not None and p["partition_index"] in topic.partitions:
+            if t["name"] in refused:
+                unknown.append(
+                    (t["name"], p["partition_index"], TopicAuthorizationFailedError.code)
+                )
+            elif topic is not None and p["partition_index"] in topic.partitions:
                 present.append(p)
             else:
-                unknown.append((t["name"], p["partition_index"]))
+                unknown.append((t["name"], p["partition_index"], UnknownTopicOrPartitionError.code))
         if present:
             known.append({**t, "partitions": present})
     return known, unknown
@@ -419,16 +540,14 @@ def _partition_errors(topics: tuple[m.TopicPartitionErrors, ...]) -> list[Body]:
 
 def _merged_partition_errors(
     answered: tuple[m.TopicPartitionErrors, ...],
-    unknown: list[tuple[str, int]],
+    unanswered: list[tuple[str, int, int]],
     requested: list[Body],
 ) -> list[Body]:
-    """The coordinator's answers and UNKNOWN_TOPIC_OR_PARTITION for ``unknown``, one entry
-    per topic, in the request's order."""
+    """The coordinator's answers and the ``(topic, partition, error code)`` of the partitions
+    it was not asked about, one entry per topic, in the request's order."""
     by_topic: dict[str, list[Body]] = {t["name"]: [] for t in requested}
-    for name, index in unknown:
-        by_topic[name].append(
-            {"partition_index": index, "error_code": UnknownTopicOrPartitionError.code}
-        )
+    for name, index, code in unanswered:
+        by_topic[name].append({"partition_index": index, "error_code": code})
     for t in answered:
         by_topic.setdefault(t.name, []).extend(
             {"partition_index": p.partition_index, "error_code": _code(p.error)}

@@ -54,7 +54,7 @@ from rillet.errors import (
     SslAuthenticationError,
     UnsupportedVersionError,
 )
-from rillet.security.principal import KafkaPrincipal
+from rillet.security.principal import ANONYMOUS, KafkaPrincipal
 from rillet.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, ListenerSasl, SaslConnection
 from rillet.security.tls import ClientTls, ListenerTls
 from rillet.server.kafka.apis import (
@@ -219,6 +219,7 @@ class KafkaListener:
             writer.transport.set_write_buffer_limits(high=0)
         sasl = self._sasl.get(listener_name)
         auth = sasl.connection() if sasl is not None else None
+        principal = ANONYMOUS
         try:
             if encrypted:
                 principal = self._principal(listener_name, writer)
@@ -244,8 +245,10 @@ class KafkaListener:
                 if auth is not None and not auth.authenticated:
                     if not await self._authenticate(auth, frame, writer, peer, listener_name):
                         return
+                    if auth.principal is not None:
+                        principal = auth.principal
                     continue
-                response = await self.apis.handle(frame, listener_name, host)
+                response = await self.apis.handle(frame, listener_name, host, principal)
                 if response is None:
                     return
                 if isinstance(response, SplicedResponse) and encrypted:
@@ -277,10 +280,14 @@ async def _sasl_step(
     """A request of a connection not authenticated yet: ApiVersions, SaslHandshake or
     SaslAuthenticate. Its response frame (None: none, close), and whether to close after."""
     if auth.raw_tokens:
-        # After SaslHandshake v0: the frame is the mechanism's bytes; an empty frame answers
-        # a success.
+        # After SaslHandshake v0: the frame is the mechanism's bytes, and so is the answer
+        # (PLAIN's is empty; SCRAM's are the server's messages).
         answer = auth.authenticate(frame)
-        return (None if answer.close else b"\x00\x00\x00\x00"), answer.close
+        if answer.close:
+            return None, True
+        token = answer.body["auth_bytes"]
+        assert isinstance(token, bytes)
+        return len(token).to_bytes(4, "big") + token, False
     api_key, version, correlation_id = peek_header(frame)
     if api_key == API_VERSIONS:
         response = await apis.handle(frame, listener_name)

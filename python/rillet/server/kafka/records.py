@@ -14,6 +14,11 @@ As in Kafka, a partition of an unknown topic id (UNKNOWN_TOPIC_ID), absent from 
 (UNKNOWN_TOPIC_OR_PARTITION), or kept in a session under the id of a topic since deleted and
 made again (INCONSISTENT_TOPIC_ID) is answered without being read, and does not cut the
 others' long poll short; a request with nothing to read is answered at once.
+
+With an authorizer, Produce needs WRITE on each topic (and on the transactional id of a
+transactional batch), a consumer's Fetch READ on each topic, a follower's Fetch
+CLUSTER_ACTION on the cluster, and ListOffsets DESCRIBE on each topic; a topic denied is
+answered TOPIC_AUTHORIZATION_FAILED, the others as usual.
 """
 
 from __future__ import annotations
@@ -24,14 +29,24 @@ from typing import Any
 
 from rillet._core import FileRegion
 from rillet.broker.apis import BrokerApis, ProduceEntry
-from rillet.broker.replica_manager import FetchedPartition, FetchPartition, ListOffsetsPartitions
+from rillet.broker.replica_manager import (
+    FetchedPartition,
+    FetchPartition,
+    ListedOffset,
+    ListOffsetsPartitions,
+)
 from rillet.errors import (
+    ClusterAuthorizationFailedError,
     InconsistentTopicIdError,
     InvalidRequestError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from rillet.metadata.image import MetadataImage
+from rillet.security.acls import AclOperation, ResourceType
 from rillet.server.kafka.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -41,6 +56,7 @@ from rillet.server.kafka.fetch_sessions import (
     PartitionResult,
     TopicIdPartition,
 )
+from rillet.server.kafka.request import KafkaRequest
 from rillet.types import TopicPartition
 
 __all__ = ["fetch", "list_offsets", "produce"]
@@ -58,17 +74,35 @@ def _code(err: Any) -> int:
 # -- Produce ------------------------------------------------------------------------------
 
 
-async def produce(apis: BrokerApis, version: int, body: Body) -> Body | None:
+def _topic_denied(topic: str) -> TopicAuthorizationFailedError:
+    return TopicAuthorizationFailedError(f"Not authorized to access topics: [{topic}]")
+
+
+async def produce(apis: BrokerApis, req: KafkaRequest) -> Body | None:
     """The response, or None for acks=0 (Kafka sends none)."""
+    body = req.body
+    txn_id = body.get("transactional_id")
+    txn_denied = (
+        TransactionalIdAuthorizationFailedError(f"Not authorized to use transactional id {txn_id}")
+        if txn_id is not None
+        and not req.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+        else None
+    )
     entries: list[ProduceEntry] = []
     for topic in body["topic_data"]:
+        name = topic["name"]
+        denied: KafkaError | None = txn_denied
+        if denied is None and not req.allowed(AclOperation.WRITE, ResourceType.TOPIC, name):
+            denied = _topic_denied(name)
         for p in topic["partition_data"]:
             records = p["records"]
             entries.append(
                 (
-                    topic["name"],
+                    name,
                     p["index"],
-                    records
+                    denied
+                    if denied is not None
+                    else records
                     if records is not None
                     else InvalidRequestError("a produce request's records must not be null"),
                 )
@@ -102,12 +136,17 @@ async def produce(apis: BrokerApis, version: int, body: Body) -> Body | None:
 
 
 async def fetch(
-    apis: BrokerApis, version: int, body: Body, sessions: FetchSessionCache
+    apis: BrokerApis,
+    version: int,
+    body: Body,
+    sessions: FetchSessionCache,
+    sender: KafkaRequest | None = None,
 ) -> tuple[Body, list[list[FileRegion]]]:
     """The response, with each partition's non-empty record set left as its size (an int,
     for :func:`rillet._core.kafka_encode_response_spliced`), and those record sets' file
     regions in the order they come in the response, for ``sendfile``. The request's fetch
-    session (if any) is looked up, updated or created in ``sessions``."""
+    session (if any) is looked up, updated or created in ``sessions``. ``sender`` (the
+    decoded request, with who sent it) is what topics are authorized against."""
     image = apis.image()
     clock = apis.replicas.clock
     read_committed = body.get("isolation_level", 0) == READ_COMMITTED
@@ -115,6 +154,21 @@ async def fetch(
     if version >= 15:
         replica_id = (body.get("replica_state") or {}).get("replica_id", -1)
     by_id = version >= TOPIC_ID_VERSION
+    if (
+        sender is not None
+        and replica_id >= 0
+        and not sender.allowed_on_cluster(AclOperation.CLUSTER_ACTION)
+    ):
+        denied = ClusterAuthorizationFailedError("Not authorized to fetch as a replica")
+        return {"error_code": denied.code, "session_id": 0, "responses": []}, []
+    readable: dict[str, bool] = {}
+
+    def may_read(topic: str) -> bool:
+        if sender is None or replica_id >= 0:
+            return True
+        if topic not in readable:
+            readable[topic] = sender.allowed(AclOperation.READ, ResourceType.TOPIC, topic)
+        return readable[topic]
 
     def topic_name(topic_id: uuid.UUID) -> str | None:
         known = image.topics_by_id.get(topic_id)
@@ -139,6 +193,9 @@ async def fetch(
     for tp, req in targets:
         if tp.topic is None:
             unread[tp] = UnknownTopicIdError.code
+            continue
+        if not may_read(tp.topic):
+            unread[tp] = TopicAuthorizationFailedError.code
             continue
         error = _unreadable(image, tp.topic, tp)
         if error is not None:
@@ -320,17 +377,29 @@ def _fetched(
 # -- ListOffsets --------------------------------------------------------------------------
 
 
-def list_offsets(apis: BrokerApis, version: int, body: Body) -> Body:
+def list_offsets(apis: BrokerApis, req: KafkaRequest) -> Body:
+    version, body = req.version, req.body
     replica_id = body.get("replica_id", -1)
+    denied = {
+        t["name"]
+        for t in body["topics"]
+        if not req.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t["name"])
+    }
     wanted = ListOffsetsPartitions(
         {
             TopicPartition(t["name"], p["partition_index"]): p["timestamp"]
             for t in body["topics"]
+            if t["name"] not in denied
             for p in t["partitions"]
         },
         read_committed=body.get("isolation_level", 0) == READ_COMMITTED and replica_id < 0,
     )
     results = apis.handle_list_offsets(wanted)
+    for t in body["topics"]:
+        if t["name"] in denied:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"])
+                results[tp] = ListedOffset(_topic_denied(t["name"]))
     return {
         "topics": [
             {

@@ -3,7 +3,14 @@ same producer id manager and transaction coordinator the gRPC API drives, so ide
 transactional Kafka clients work unchanged. AddPartitionsToTxn is served at the versions
 clients send (0-3); v4+ is Kafka's broker-to-broker verification, which Rillet's brokers
 send each other over gRPC. EndTxn stops at v4 (transaction.version 1: no epoch bump at
-each commit)."""
+each commit).
+
+With an authorizer, as Kafka's KafkaApis: a transactional InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn need WRITE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent InitProducerId needs IDEMPOTENT_WRITE
+on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED); AddPartitionsToTxn
+WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for those, OPERATION_NOT_ATTEMPTED for the
+rest, none added); AddOffsetsToTxn READ on the group (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -22,7 +29,16 @@ from rillet.coordinator.transaction import (
     AddPartitionsToTxnRequest,
     EndTxnRequest,
 )
-from rillet.errors import InvalidRequestError, KafkaError
+from rillet.errors import (
+    ClusterAuthorizationFailedError,
+    InvalidRequestError,
+    KafkaError,
+    OperationNotAttemptedError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+)
+from rillet.security.acls import AclOperation, ResourceType
+from rillet.server.kafka.groups import group_denied
 from rillet.server.kafka.request import Body, KafkaRequest, Served
 from rillet.types import TopicPartition
 
@@ -31,6 +47,27 @@ __all__ = ["KafkaTransactions"]
 
 def _not_served() -> KafkaError:
     return InvalidRequestError("transactions are not served by this broker")
+
+
+def _txn_denied(req: KafkaRequest, transactional_id: str) -> KafkaError | None:
+    if req.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return None
+    return TransactionalIdAuthorizationFailedError(
+        f"Not authorized to access transactional id: {transactional_id}"
+    )
+
+
+def _init_denied(req: KafkaRequest, transactional_id: str | None) -> KafkaError | None:
+    if transactional_id is not None:
+        return _txn_denied(req, transactional_id)
+    if req.allowed_on_cluster(AclOperation.IDEMPOTENT_WRITE) or req.allowed_on_any(
+        AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return None
+    return ClusterAuthorizationFailedError(
+        "Not authorized to write idempotently: neither IDEMPOTENT_WRITE on the cluster nor "
+        "WRITE on any topic"
+    )
 
 
 class KafkaTransactions:
@@ -62,6 +99,9 @@ class KafkaTransactions:
             producer_epoch=body.get("producer_epoch", -1),
         )
         try:
+            denied = _init_denied(req, request.transactional_id)
+            if denied is not None:
+                raise denied
             result = await handle_init_producer_id(request, self.producer_ids, self._transactional)
         except KafkaError as e:
             return {"error_code": e.code, "producer_id": -1, "producer_epoch": -1}
@@ -81,10 +121,27 @@ class KafkaTransactions:
                 for p in t["partitions"]
             )
         )
-        if self.coordinator is None:
-            errors: dict[TopicPartition, KafkaError | None] = dict.fromkeys(
-                partitions, _not_served()
-            )
+        txn_id = body["v3_and_below_transactional_id"]
+        denied = _txn_denied(req, txn_id)
+        refused = {
+            tp.topic
+            for tp in partitions
+            if denied is None and not req.allowed(AclOperation.WRITE, ResourceType.TOPIC, tp.topic)
+        }
+        errors: dict[TopicPartition, KafkaError | None]
+        if denied is not None or refused:
+            # As Kafka: none is added; the refused topics say why, the others were not tried.
+            errors = {
+                tp: denied
+                or (
+                    TopicAuthorizationFailedError(f"Not authorized to access topics: [{tp.topic}]")
+                    if tp.topic in refused
+                    else OperationNotAttemptedError()
+                )
+                for tp in partitions
+            }
+        elif self.coordinator is None:
+            errors = dict.fromkeys(partitions, _not_served())
         else:
             request = AddPartitionsToTxnRequest(
                 body["v3_and_below_transactional_id"],
@@ -108,6 +165,11 @@ class KafkaTransactions:
 
     async def add_offsets_to_txn(self, req: KafkaRequest) -> Body:
         body = req.body
+        denied = _txn_denied(req, body["transactional_id"]) or group_denied(
+            req, AclOperation.READ, body["group_id"]
+        )
+        if denied is not None:
+            return {"error_code": denied.code}
         if self.coordinator is None:
             return {"error_code": _not_served().code}
         response = await self.coordinator.add_offsets_to_txn(
@@ -122,6 +184,9 @@ class KafkaTransactions:
 
     async def end_txn(self, req: KafkaRequest) -> Body:
         body = req.body
+        denied = _txn_denied(req, body["transactional_id"])
+        if denied is not None:
+            return {"error_code": denied.code}
         if self.coordinator is None:
             return {"error_code": _not_served().code}
         response = await self.coordinator.end_txn(

@@ -5,6 +5,7 @@ import warnings
 
 from rillet.protocol.gen.v1 import admin_pb2 as rillet_dot_v1_dot_admin__pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as rillet_dot_v1_dot_quorum__pb2
+from rillet.protocol.gen.v1 import security_pb2 as rillet_dot_v1_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -90,6 +91,31 @@ class AdminServiceStub:
                 '/rillet.v1.AdminService/ListPartitionReassignments',
                 request_serializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/rillet.v1.AdminService/CreateAcls',
+                request_serializer=rillet_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/rillet.v1.AdminService/DescribeAcls',
+                request_serializer=rillet_dot_v1_dot_security__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/rillet.v1.AdminService/DeleteAcls',
+                request_serializer=rillet_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/rillet.v1.AdminService/DescribeUserScramCredentials',
+                request_serializer=rillet_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/rillet.v1.AdminService/AlterUserScramCredentials',
+                request_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
                 _registered_method=True)
 
 
@@ -184,6 +210,43 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Create ACLs (`rillet acls --add`). Forwarded to the active controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """The ACLs a filter matches, from this broker's metadata (`rillet acls --list`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Delete the ACLs filters match (`rillet acls --remove`). Forwarded to the active controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Users' SCRAM mechanisms and iteration counts, from this broker's metadata
+        (`rillet configs --describe --entity-type users`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterUserScramCredentials(self, request, context):
+        """Set or delete users' SCRAM credentials (`rillet configs --alter --entity-type users`).
+        Forwarded to the active controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -241,6 +304,31 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.CreateAclsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -541,6 +629,141 @@ class AdminService:
             '/rillet.v1.AdminService/ListPartitionReassignments',
             rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             rillet_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/CreateAcls',
+            rillet_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/DescribeAcls',
+            rillet_dot_v1_dot_security__pb2.DescribeAclsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/DeleteAcls',
+            rillet_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/DescribeUserScramCredentials',
+            rillet_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/AlterUserScramCredentials',
+            rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

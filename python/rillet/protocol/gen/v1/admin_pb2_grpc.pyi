@@ -15,6 +15,7 @@ from collections import abc as _abc
 from grpc import aio as _aio
 from rillet.protocol.gen.v1 import admin_pb2 as _admin_pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as _quorum_pb2
+from rillet.protocol.gen.v1 import security_pb2 as _security_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -81,6 +82,20 @@ class AdminServiceStub:
     """The reassignments in progress, from this broker's metadata (`rillet reassign-partitions
     --list` and `--verify`).
     """
+    CreateAcls: _grpc.UnaryUnaryMultiCallable[_security_pb2.CreateAclsRequest, _security_pb2.CreateAclsResponse]
+    """Create ACLs (`rillet acls --add`). Forwarded to the active controller."""
+    DescribeAcls: _grpc.UnaryUnaryMultiCallable[_security_pb2.DescribeAclsRequest, _security_pb2.DescribeAclsResponse]
+    """The ACLs a filter matches, from this broker's metadata (`rillet acls --list`)."""
+    DeleteAcls: _grpc.UnaryUnaryMultiCallable[_security_pb2.DeleteAclsRequest, _security_pb2.DeleteAclsResponse]
+    """Delete the ACLs filters match (`rillet acls --remove`). Forwarded to the active controller."""
+    DescribeUserScramCredentials: _grpc.UnaryUnaryMultiCallable[_security_pb2.DescribeUserScramCredentialsRequest, _security_pb2.DescribeUserScramCredentialsResponse]
+    """Users' SCRAM mechanisms and iteration counts, from this broker's metadata
+    (`rillet configs --describe --entity-type users`).
+    """
+    AlterUserScramCredentials: _grpc.UnaryUnaryMultiCallable[_security_pb2.AlterUserScramCredentialsRequest, _security_pb2.AlterUserScramCredentialsResponse]
+    """Set or delete users' SCRAM credentials (`rillet configs --alter --entity-type users`).
+    Forwarded to the active controller.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -125,6 +140,20 @@ class AdminServiceAsyncStub(AdminServiceStub):
     ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
     """The reassignments in progress, from this broker's metadata (`rillet reassign-partitions
     --list` and `--verify`).
+    """
+    CreateAcls: _aio.UnaryUnaryMultiCallable[_security_pb2.CreateAclsRequest, _security_pb2.CreateAclsResponse]  # type: ignore[assignment]
+    """Create ACLs (`rillet acls --add`). Forwarded to the active controller."""
+    DescribeAcls: _aio.UnaryUnaryMultiCallable[_security_pb2.DescribeAclsRequest, _security_pb2.DescribeAclsResponse]  # type: ignore[assignment]
+    """The ACLs a filter matches, from this broker's metadata (`rillet acls --list`)."""
+    DeleteAcls: _aio.UnaryUnaryMultiCallable[_security_pb2.DeleteAclsRequest, _security_pb2.DeleteAclsResponse]  # type: ignore[assignment]
+    """Delete the ACLs filters match (`rillet acls --remove`). Forwarded to the active controller."""
+    DescribeUserScramCredentials: _aio.UnaryUnaryMultiCallable[_security_pb2.DescribeUserScramCredentialsRequest, _security_pb2.DescribeUserScramCredentialsResponse]  # type: ignore[assignment]
+    """Users' SCRAM mechanisms and iteration counts, from this broker's metadata
+    (`rillet configs --describe --entity-type users`).
+    """
+    AlterUserScramCredentials: _aio.UnaryUnaryMultiCallable[_security_pb2.AlterUserScramCredentialsRequest, _security_pb2.AlterUserScramCredentialsResponse]  # type: ignore[assignment]
+    """Set or delete users' SCRAM credentials (`rillet configs --alter --entity-type users`).
+    Forwarded to the active controller.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -233,6 +262,50 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admin_pb2.ListPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListPartitionReassignmentsResponse]]:
         """The reassignments in progress, from this broker's metadata (`rillet reassign-partitions
         --list` and `--verify`).
+        """
+
+    @_abc_1.abstractmethod
+    def CreateAcls(
+        self,
+        request: _security_pb2.CreateAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.CreateAclsResponse, _abc.Awaitable[_security_pb2.CreateAclsResponse]]:
+        """Create ACLs (`rillet acls --add`). Forwarded to the active controller."""
+
+    @_abc_1.abstractmethod
+    def DescribeAcls(
+        self,
+        request: _security_pb2.DescribeAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.DescribeAclsResponse, _abc.Awaitable[_security_pb2.DescribeAclsResponse]]:
+        """The ACLs a filter matches, from this broker's metadata (`rillet acls --list`)."""
+
+    @_abc_1.abstractmethod
+    def DeleteAcls(
+        self,
+        request: _security_pb2.DeleteAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.DeleteAclsResponse, _abc.Awaitable[_security_pb2.DeleteAclsResponse]]:
+        """Delete the ACLs filters match (`rillet acls --remove`). Forwarded to the active controller."""
+
+    @_abc_1.abstractmethod
+    def DescribeUserScramCredentials(
+        self,
+        request: _security_pb2.DescribeUserScramCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.DescribeUserScramCredentialsResponse, _abc.Awaitable[_security_pb2.DescribeUserScramCredentialsResponse]]:
+        """Users' SCRAM mechanisms and iteration counts, from this broker's metadata
+        (`rillet configs --describe --entity-type users`).
+        """
+
+    @_abc_1.abstractmethod
+    def AlterUserScramCredentials(
+        self,
+        request: _security_pb2.AlterUserScramCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.AlterUserScramCredentialsResponse, _abc.Awaitable[_security_pb2.AlterUserScramCredentialsResponse]]:
+        """Set or delete users' SCRAM credentials (`rillet configs --alter --entity-type users`).
+        Forwarded to the active controller.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

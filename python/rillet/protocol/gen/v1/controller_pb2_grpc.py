@@ -6,6 +6,7 @@ import warnings
 from rillet.protocol.gen.v1 import admin_pb2 as rillet_dot_v1_dot_admin__pb2
 from rillet.protocol.gen.v1 import controller_pb2 as rillet_dot_v1_dot_controller__pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as rillet_dot_v1_dot_quorum__pb2
+from rillet.protocol.gen.v1 import security_pb2 as rillet_dot_v1_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -82,6 +83,21 @@ class ControllerServiceStub:
                 request_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/rillet.v1.ControllerService/CreateAcls',
+                request_serializer=rillet_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/rillet.v1.ControllerService/DeleteAcls',
+                request_serializer=rillet_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/rillet.v1.ControllerService/AlterUserScramCredentials',
+                request_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -151,6 +167,27 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Create ACLs (the same messages as AdminService's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Delete ACLs (the same messages as AdminService's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterUserScramCredentials(self, request, context):
+        """Set or delete SCRAM credentials (the same messages as AdminService's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -198,6 +235,21 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.CreateAclsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -444,6 +496,87 @@ class ControllerService:
             '/rillet.v1.ControllerService/DescribeQuorum',
             rillet_dot_v1_dot_quorum__pb2.DescribeQuorumRequest.SerializeToString,
             rillet_dot_v1_dot_quorum__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.ControllerService/CreateAcls',
+            rillet_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.ControllerService/DeleteAcls',
+            rillet_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.ControllerService/AlterUserScramCredentials',
+            rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

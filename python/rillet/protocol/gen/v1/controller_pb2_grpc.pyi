@@ -18,6 +18,7 @@ from grpc import aio as _aio
 from rillet.protocol.gen.v1 import admin_pb2 as _admin_pb2
 from rillet.protocol.gen.v1 import controller_pb2 as _controller_pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as _quorum_pb2
+from rillet.protocol.gen.v1 import security_pb2 as _security_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -63,6 +64,12 @@ class ControllerServiceStub:
     """Start or cancel reassignments (the same messages as AdminService's)."""
     DescribeQuorum: _grpc.UnaryUnaryMultiCallable[_quorum_pb2.DescribeQuorumRequest, _quorum_pb2.DescribeQuorumResponse]
     """The quorum's state as its leader sees it; NOT_CONTROLLER from any other node."""
+    CreateAcls: _grpc.UnaryUnaryMultiCallable[_security_pb2.CreateAclsRequest, _security_pb2.CreateAclsResponse]
+    """Create ACLs (the same messages as AdminService's)."""
+    DeleteAcls: _grpc.UnaryUnaryMultiCallable[_security_pb2.DeleteAclsRequest, _security_pb2.DeleteAclsResponse]
+    """Delete ACLs (the same messages as AdminService's)."""
+    AlterUserScramCredentials: _grpc.UnaryUnaryMultiCallable[_security_pb2.AlterUserScramCredentialsRequest, _security_pb2.AlterUserScramCredentialsResponse]
+    """Set or delete SCRAM credentials (the same messages as AdminService's)."""
 
 @_typing.type_check_only
 class ControllerServiceAsyncStub(ControllerServiceStub):
@@ -87,6 +94,12 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     """Start or cancel reassignments (the same messages as AdminService's)."""
     DescribeQuorum: _aio.UnaryUnaryMultiCallable[_quorum_pb2.DescribeQuorumRequest, _quorum_pb2.DescribeQuorumResponse]  # type: ignore[assignment]
     """The quorum's state as its leader sees it; NOT_CONTROLLER from any other node."""
+    CreateAcls: _aio.UnaryUnaryMultiCallable[_security_pb2.CreateAclsRequest, _security_pb2.CreateAclsResponse]  # type: ignore[assignment]
+    """Create ACLs (the same messages as AdminService's)."""
+    DeleteAcls: _aio.UnaryUnaryMultiCallable[_security_pb2.DeleteAclsRequest, _security_pb2.DeleteAclsResponse]  # type: ignore[assignment]
+    """Delete ACLs (the same messages as AdminService's)."""
+    AlterUserScramCredentials: _aio.UnaryUnaryMultiCallable[_security_pb2.AlterUserScramCredentialsRequest, _security_pb2.AlterUserScramCredentialsResponse]  # type: ignore[assignment]
+    """Set or delete SCRAM credentials (the same messages as AdminService's)."""
 
 class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Served on every controller listener."""
@@ -162,5 +175,29 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_quorum_pb2.DescribeQuorumResponse, _abc.Awaitable[_quorum_pb2.DescribeQuorumResponse]]:
         """The quorum's state as its leader sees it; NOT_CONTROLLER from any other node."""
+
+    @_abc_1.abstractmethod
+    def CreateAcls(
+        self,
+        request: _security_pb2.CreateAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.CreateAclsResponse, _abc.Awaitable[_security_pb2.CreateAclsResponse]]:
+        """Create ACLs (the same messages as AdminService's)."""
+
+    @_abc_1.abstractmethod
+    def DeleteAcls(
+        self,
+        request: _security_pb2.DeleteAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.DeleteAclsResponse, _abc.Awaitable[_security_pb2.DeleteAclsResponse]]:
+        """Delete ACLs (the same messages as AdminService's)."""
+
+    @_abc_1.abstractmethod
+    def AlterUserScramCredentials(
+        self,
+        request: _security_pb2.AlterUserScramCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_security_pb2.AlterUserScramCredentialsResponse, _abc.Awaitable[_security_pb2.AlterUserScramCredentialsResponse]]:
+        """Set or delete SCRAM credentials (the same messages as AdminService's)."""
 
 def add_ControllerServiceServicer_to_server(servicer: ControllerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

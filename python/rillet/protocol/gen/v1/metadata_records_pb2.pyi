@@ -72,6 +72,10 @@ class MetadataRecord(_message.Message):
     FEATURE_LEVEL_FIELD_NUMBER: _builtins.int
     NO_OP_FIELD_NUMBER: _builtins.int
     PRODUCER_IDS_FIELD_NUMBER: _builtins.int
+    ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _builtins.int
+    REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _builtins.int
+    USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _builtins.int
+    REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def topic(self) -> Global___TopicRecord: ...
     @_builtins.property
@@ -98,6 +102,14 @@ class MetadataRecord(_message.Message):
     def no_op(self) -> Global___NoOpRecord: ...
     @_builtins.property
     def producer_ids(self) -> Global___ProducerIdsRecord: ...
+    @_builtins.property
+    def access_control_entry(self) -> Global___AccessControlEntryRecord: ...
+    @_builtins.property
+    def remove_access_control_entry(self) -> Global___RemoveAccessControlEntryRecord: ...
+    @_builtins.property
+    def user_scram_credential(self) -> Global___UserScramCredentialRecord: ...
+    @_builtins.property
+    def remove_user_scram_credential(self) -> Global___RemoveUserScramCredentialRecord: ...
     def __init__(
         self,
         *,
@@ -114,12 +126,16 @@ class MetadataRecord(_message.Message):
         feature_level: Global___FeatureLevelRecord | None = ...,
         no_op: Global___NoOpRecord | None = ...,
         producer_ids: Global___ProducerIdsRecord | None = ...,
+        access_control_entry: Global___AccessControlEntryRecord | None = ...,
+        remove_access_control_entry: Global___RemoveAccessControlEntryRecord | None = ...,
+        user_scram_credential: Global___UserScramCredentialRecord | None = ...,
+        remove_user_scram_credential: Global___RemoveUserScramCredentialRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "config", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "feature_level", "no_op", "producer_ids"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "config", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "feature_level", "no_op", "producer_ids", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 
@@ -642,3 +658,148 @@ class NoOpRecord(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NoOpRecord: _TypeAlias = NoOpRecord  # noqa: Y015
+
+@_typing.final
+class AccessControlEntryRecord(_message.Message):
+    """An ACL was created (CreateAcls). Enum fields hold Kafka's codes: resource type (2 topic, 3
+    group, 4 cluster, 5 transactional id, ...), pattern type (3 literal, 4 prefixed), operation
+    (2 all, 3 read, 4 write, ...) and permission type (2 deny, 3 allow).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+    PATTERN_TYPE_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    OPERATION_FIELD_NUMBER: _builtins.int
+    PERMISSION_TYPE_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    """The ACL's 16-byte id, unique for the cluster's lifetime."""
+    resource_type: _builtins.int
+    """The resource type."""
+    resource_name: _builtins.str
+    """The resource name, or the pattern's prefix; "*" for every resource of the type."""
+    pattern_type: _builtins.int
+    """Literal or prefixed."""
+    principal: _builtins.str
+    """The principal, as "User:alice"; "User:*" for every user."""
+    host: _builtins.str
+    """The host the principal connects from; "*" for any."""
+    operation: _builtins.int
+    """The operation."""
+    permission_type: _builtins.int
+    """Allow or deny."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+        resource_type: _builtins.int = ...,
+        resource_name: _builtins.str = ...,
+        pattern_type: _builtins.int = ...,
+        principal: _builtins.str = ...,
+        host: _builtins.str = ...,
+        operation: _builtins.int = ...,
+        permission_type: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "id", b"id", "operation", b"operation", "pattern_type", b"pattern_type", "permission_type", b"permission_type", "principal", b"principal", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessControlEntryRecord: _TypeAlias = AccessControlEntryRecord  # noqa: Y015
+
+@_typing.final
+class RemoveAccessControlEntryRecord(_message.Message):
+    """An ACL was deleted (DeleteAcls)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    """The ACL's 16-byte id."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveAccessControlEntryRecord: _TypeAlias = RemoveAccessControlEntryRecord  # noqa: Y015
+
+@_typing.final
+class UserScramCredentialRecord(_message.Message):
+    """A user's SCRAM credential for one mechanism was set (AlterUserScramCredentials); it
+    replaces that user's earlier credential for the mechanism. The password is never stored.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    MECHANISM_FIELD_NUMBER: _builtins.int
+    SALT_FIELD_NUMBER: _builtins.int
+    STORED_KEY_FIELD_NUMBER: _builtins.int
+    SERVER_KEY_FIELD_NUMBER: _builtins.int
+    ITERATIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The user name."""
+    mechanism: _builtins.int
+    """1: SCRAM-SHA-256, 2: SCRAM-SHA-512 (Kafka's codes)."""
+    salt: _builtins.bytes
+    """The random salt."""
+    stored_key: _builtins.bytes
+    """H(ClientKey) of RFC 5802."""
+    server_key: _builtins.bytes
+    """HMAC(SaltedPassword, "Server Key") of RFC 5802."""
+    iterations: _builtins.int
+    """The PBKDF2 iteration count."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        mechanism: _builtins.int = ...,
+        salt: _builtins.bytes = ...,
+        stored_key: _builtins.bytes = ...,
+        server_key: _builtins.bytes = ...,
+        iterations: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["iterations", b"iterations", "mechanism", b"mechanism", "name", b"name", "salt", b"salt", "server_key", b"server_key", "stored_key", b"stored_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UserScramCredentialRecord: _TypeAlias = UserScramCredentialRecord  # noqa: Y015
+
+@_typing.final
+class RemoveUserScramCredentialRecord(_message.Message):
+    """A user's SCRAM credential for one mechanism was deleted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    MECHANISM_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The user name."""
+    mechanism: _builtins.int
+    """1: SCRAM-SHA-256, 2: SCRAM-SHA-512."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        mechanism: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mechanism", b"mechanism", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveUserScramCredentialRecord: _TypeAlias = RemoveUserScramCredentialRecord  # noqa: Y015
