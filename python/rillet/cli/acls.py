@@ -148,15 +148,7 @@ class Entry:
         )
 
     def binding_filter(self, pattern: Pattern) -> AclBindingFilter:
-        return AclBindingFilter(
-            pattern.resource_type,
-            pattern.name,
-            pattern.pattern_type,
-            self.principal,
-            self.host,
-            self.operation,
-            self.permission_type,
-        )
+        return self.binding(pattern).to_filter()
 
 
 CLUSTER_PATTERN = Pattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL)
