@@ -29,14 +29,23 @@ Served versions and what differs from a Kafka 4.0 broker:
   answered UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, and a group-level
   error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) is the top-level error with no topics.
 
-With an authorizer, as Kafka's KafkaApis: ConsumerGroupHeartbeat needs READ on the group
-(and DESCRIBE on each topic it subscribes to by name), ConsumerGroupDescribe and
-DescribeGroups DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group),
-DeleteGroups DELETE on each group, OffsetDelete DELETE on the group and READ on each topic;
-ListGroups lists every group to a principal allowed DESCRIBE on the cluster, else the groups
-it may describe. ``authorized_operations`` (when asked for) are the group operations the
-sender may do; with no authorizer, every operation Kafka supports on a group.
-"""
+With an authorizer, each request is checked as Kafka 4.0's KafkaApis checks it:
+
+- **ConsumerGroupHeartbeat**: READ on the group (top-level GROUP_AUTHORIZATION_FAILED), then
+  DESCRIBE on each topic subscribed to by name (TOPIC_AUTHORIZATION_FAILED, its message
+  naming them); a regex subscription is resolved by the coordinator unchecked.
+- **ConsumerGroupDescribe**: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that
+  group), and on each topic of its members' assignments (TOPIC_AUTHORIZATION_FAILED for the
+  group, described no further; KAFKA-18813).
+- **DescribeGroups**: DESCRIBE on each group (the group's entry GROUP_AUTHORIZATION_FAILED).
+- **ListGroups**: every group to a principal allowed DESCRIBE on the cluster, else only the
+  groups it may describe (the others left out quietly).
+- **DeleteGroups**: DELETE on each group (GROUP_AUTHORIZATION_FAILED for that group).
+- **OffsetDelete**: DELETE on the group (top-level GROUP_AUTHORIZATION_FAILED), READ on each
+  topic (its partitions TOPIC_AUTHORIZATION_FAILED).
+
+``authorized_operations`` (when asked for) are the group operations the sender may do; with
+no authorizer, every operation Kafka supports on a group."""
 
 from __future__ import annotations
 
@@ -52,8 +61,9 @@ from rillet.errors import (
     KafkaError,
     NotCoordinatorError,
     TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
 )
-from rillet.security.acls import AclOperation, ResourceType
+from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from rillet.server.kafka.groups import denied_topics, group_denied
 from rillet.server.kafka.request import Body, KafkaRequest, Served
 
@@ -107,6 +117,28 @@ def _group_operations(req: KafkaRequest, group_id: str) -> int:
     )
 
 
+def _hide_unauthorized_topics(
+    req: KafkaRequest, d: m.ConsumerGroupDescribeResult
+) -> m.ConsumerGroupDescribeResult:
+    """A described group whose members' assignments or target assignments name a topic the
+    sender may not describe is TOPIC_AUTHORIZATION_FAILED instead, as Kafka 4.0 answers it
+    (KAFKA-18813: the topic names are not said)."""
+    if req.authorizer is None or d.error is not None:
+        return d
+    topics = {
+        t.topic_name
+        for x in d.members
+        for t in (*x.assignment, *x.target_assignment)
+        if t.topic_name is not None
+    }
+    if all(req.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in sorted(topics)):
+        return d
+    error = TopicAuthorizationFailedError(
+        "The group has described topic(s) that the client is not authorized to describe."
+    )
+    return m.ConsumerGroupDescribeResult(d.group_id, error)
+
+
 class KafkaConsumerGroups:
     """KIP-848 heartbeats and the group admin requests of one broker (see the module doc)."""
 
@@ -158,14 +190,15 @@ class KafkaConsumerGroups:
                 return CoordinatorResult(response=m.ConsumerGroupHeartbeatResponse(error=error))
             return shard.consumer_group_heartbeat(r, now)
 
+        # As Kafka: READ on the group, then DESCRIBE on each topic subscribed to by name
+        # (a regex subscription is not checked here).
         error: KafkaError | None = group_denied(req, AclOperation.READ, r.group_id)
-        hidden = sorted(
-            denied_topics(req, AclOperation.DESCRIBE, [{"name": n} for n in names or ()])
-        )
-        if error is None and hidden:
-            error = TopicAuthorizationFailedError(
-                "The following topics are not authorized: " + ", ".join(hidden)
-            )
+        if error is None and names:
+            hidden = denied_topics(req, AclOperation.DESCRIBE, names)
+            if hidden:
+                error = TopicAuthorizationFailedError(
+                    "The following topics are not authorized: " + ", ".join(sorted(hidden))
+                )
         response = (
             m.ConsumerGroupHeartbeatResponse(error=error)
             if error is not None
@@ -198,7 +231,7 @@ class KafkaConsumerGroups:
             lambda shard, g: shard.consumer_group_describe([g]),
             lambda g, e: m.ConsumerGroupDescribeResult(g, e),
         )
-        by_id = {d.group_id: d for d in described}
+        by_id = {d.group_id: _hide_unauthorized_topics(req, d) for d in described}
         by_id.update((g, m.ConsumerGroupDescribeResult(g, e)) for g, e in refused.items())
         with_operations = bool(body.get("include_authorized_operations", False))
         out = []
@@ -266,9 +299,7 @@ class KafkaConsumerGroups:
         )
         if error is not None:
             return {"error_code": error.code, "groups": []}
-        everything = req.allowed_quietly(
-            AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"
-        )
+        everything = req.allowed_quietly(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
         listed = sorted(
             (
                 g
@@ -314,7 +345,7 @@ class KafkaConsumerGroups:
         denied = group_denied(req, AclOperation.DELETE, group_id)
         if denied is not None:
             return {"error_code": denied.code, "topics": []}
-        refused = denied_topics(req, AclOperation.READ, body["topics"])
+        refused = denied_topics(req, AclOperation.READ, (t["name"] for t in body["topics"]))
         image = self.groups.image
         known: list[m.TopicPartitionIndexes] = []
         unknown: list[tuple[str, int, int]] = []
@@ -325,7 +356,11 @@ class KafkaConsumerGroups:
                 unknown += [(t["name"], i, TopicAuthorizationFailedError.code) for i in indexes]
                 continue
             present = tuple(i for i in indexes if topic is not None and i in topic.partitions)
-            unknown += [(t["name"], i, 3) for i in indexes if i not in present]
+            unknown += [
+                (t["name"], i, UnknownTopicOrPartitionError.code)
+                for i in indexes
+                if i not in present
+            ]
             if present:
                 known.append(m.TopicPartitionIndexes(t["name"], present))
         r = m.OffsetDeleteRequest(group_id, tuple(known))

@@ -12,19 +12,27 @@ the member and its epoch. These schemas' OffsetCommit/OffsetFetch name topics, n
 (topic ids come with Kafka's v10). KIP-848 heartbeats and the group admin requests are
 :mod:`rillet.server.kafka.consumer_groups`.
 
-With an authorizer, requests are checked as Kafka's KafkaApis checks them: FindCoordinator
-needs DESCRIBE on the group or transactional id; JoinGroup, SyncGroup, Heartbeat, LeaveGroup
-and OffsetCommit READ on the group (GROUP_AUTHORIZATION_FAILED), OffsetCommit READ on each
-topic too (TOPIC_AUTHORIZATION_FAILED for that topic's partitions); OffsetFetch DESCRIBE on
-the group and on each topic asked for (topics not asked for by name are left out when they
-may not be described); TxnOffsetCommit WRITE on the transactional id, READ on the group and
-on each topic.
-"""
+With an authorizer, each request is checked as Kafka's KafkaApis checks it:
+
+- **FindCoordinator**: DESCRIBE on the group (key type 0) or transactional id (1); refused,
+  the key is answered GROUP_AUTHORIZATION_FAILED or TRANSACTIONAL_ID_AUTHORIZATION_FAILED (per
+  key from v4, the top-level error before).
+- **JoinGroup, SyncGroup, Heartbeat, LeaveGroup**: READ on the group, else the top-level
+  GROUP_AUTHORIZATION_FAILED (LeaveGroup v3+ with no members).
+- **OffsetCommit**: READ on the group (refused: every partition GROUP_AUTHORIZATION_FAILED),
+  then READ on each topic (refused: its partitions TOPIC_AUTHORIZATION_FAILED, the other
+  topics' offsets still committed).
+- **OffsetFetch**: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED: top-level before v8,
+  per group from v8) and on each topic: a topic asked for by name that may not be described
+  is TOPIC_AUTHORIZATION_FAILED for each partition; asking for all, such topics are left out.
+- **TxnOffsetCommit**: WRITE on the transactional id, then READ on the group (refused:
+  every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED), then
+  READ on each topic as OffsetCommit."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rillet.broker.coordinator_lookup import find_coordinator
@@ -70,9 +78,31 @@ def group_denied(
     return GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")
 
 
-def denied_topics(req: KafkaRequest, operation: AclOperation, topics: list[Body]) -> set[str]:
-    """The names of ``topics`` the sender may not do ``operation`` on."""
-    return {t["name"] for t in topics if not req.allowed(operation, ResourceType.TOPIC, t["name"])}
+def denied_topics(req: KafkaRequest, operation: AclOperation, names: Iterable[str]) -> set[str]:
+    """The topics the sender may not do ``operation`` on, each name checked once (Kafka's
+    ``filterByAuthorized``)."""
+    return {n for n in dict.fromkeys(names) if not req.allowed(operation, ResourceType.TOPIC, n)}
+
+
+def _names(topics: list[Body]) -> list[str]:
+    return [t["name"] for t in topics]
+
+
+def transactional_id_denied(
+    req: KafkaRequest, transactional_id: str, operation: AclOperation = AclOperation.WRITE
+) -> TransactionalIdAuthorizationFailedError | None:
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED when the sender may not do ``operation`` on the
+    transactional id."""
+    if req.allowed(operation, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return None
+    return TransactionalIdAuthorizationFailedError(
+        f"Not authorized to access transactional id: {transactional_id}"
+    )
+
+
+def _every_partition(topics: list[Body], code: int) -> list[tuple[str, int, int]]:
+    """``(topic, partition, code)`` for every partition of ``topics`` (OffsetCommit-shaped)."""
+    return [(t["name"], p["partition_index"], code) for t in topics for p in t["partitions"]]
 
 
 class KafkaGroups:
@@ -109,19 +139,18 @@ class KafkaGroups:
         return {k: v for k, v in one.items() if k != "key"}
 
     async def _find(self, req: KafkaRequest, key_type: int, key: str, listener_name: str) -> Body:
-        found: tuple[int, Any] | KafkaError
-        if key_type == 1 and not req.allowed(
-            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
-        ):
-            found = TransactionalIdAuthorizationFailedError(
-                f"Not authorized to access transactional id: {key}"
-            )
-        elif key_type == 0 and (denied := group_denied(req, AclOperation.DESCRIBE, key)):
-            found = denied
-        else:
-            found = await find_coordinator(
+        denied: KafkaError | None = None
+        if key_type == 0:
+            denied = group_denied(req, AclOperation.DESCRIBE, key)
+        elif key_type == 1:
+            denied = transactional_id_denied(req, key, AclOperation.DESCRIBE)
+        found: tuple[int, Any] | KafkaError = (
+            denied
+            if denied is not None
+            else await find_coordinator(
                 self.groups, self.transactions, key_type, key, listener_name
             )
+        )
         if isinstance(found, KafkaError):
             return {
                 "key": key,
@@ -158,7 +187,7 @@ class KafkaGroups:
         )
         denied = group_denied(req, AclOperation.READ, r.group_id)
         response = (
-            m.JoinGroupResponse(error=denied, member_id=r.member_id)
+            m.JoinGroupResponse(error=denied)  # as Kafka's getErrorResponse: no member id
             if denied
             else await self.groups.run_parked(
                 r.group_id,
@@ -282,9 +311,10 @@ class KafkaGroups:
         GROUP_ID_NOT_FOUND), as Kafka answers them."""
         version, body = req.version, req.body
         group_error = group_denied(req, AclOperation.READ, body["group_id"])
-        refused = (
-            denied_topics(req, AclOperation.READ, body["topics"]) if not group_error else set()
-        )
+        if group_error is not None:  # every partition asked, known or not, as Kafka
+            denied = _every_partition(body["topics"], group_error.code)
+            return {"topics": _merged_partition_errors((), denied, body["topics"])}
+        refused = denied_topics(req, AclOperation.READ, _names(body["topics"]))
         known, unknown = _split_known(self.groups.image, body["topics"], refused)
         r = m.OffsetCommitRequest(
             group_id=body["group_id"],
@@ -307,9 +337,7 @@ class KafkaGroups:
             return shard.commit_offsets(r, now)
 
         committed: tuple[m.TopicPartitionErrors, ...] = ()
-        if group_error is not None:
-            committed = error_commit_response(r, group_error).topics
-        elif r.topics:
+        if r.topics:
             response = await self.groups.run(
                 r.group_id, commit, lambda e: error_commit_response(r, e)
             )
@@ -324,16 +352,13 @@ class KafkaGroups:
 
     async def txn_offset_commit(self, req: KafkaRequest) -> Body:
         body = req.body
-        error: KafkaError | None = None
-        if not req.allowed(
-            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"]
-        ):
-            error = TransactionalIdAuthorizationFailedError(
-                f"Not authorized to access transactional id: {body['transactional_id']}"
-            )
-        else:
-            error = group_denied(req, AclOperation.READ, body["group_id"])
-        refused = denied_topics(req, AclOperation.READ, body["topics"]) if not error else set()
+        error = transactional_id_denied(req, body["transactional_id"]) or group_denied(
+            req, AclOperation.READ, body["group_id"]
+        )
+        if error is not None:  # every partition asked, as Kafka's getErrorResponse
+            denied = _every_partition(body["topics"], error.code)
+            return {"topics": _merged_partition_errors((), denied, body["topics"])}
+        refused = denied_topics(req, AclOperation.READ, _names(body["topics"]))
         r = m.TxnOffsetCommitRequest(
             transactional_id=body["transactional_id"],
             group_id=body["group_id"],
@@ -344,8 +369,6 @@ class KafkaGroups:
             member_id=body.get("member_id", ""),
             group_instance_id=body.get("group_instance_id"),
         )
-        if error is not None:
-            return {"topics": _partition_errors(error_txn_commit_response(r, error).topics)}
         answered: tuple[m.TopicPartitionErrors, ...] = ()
         if r.topics:
             response = await self.groups.run(
@@ -354,12 +377,10 @@ class KafkaGroups:
                 lambda e: error_txn_commit_response(r, e),
             )
             answered = response.topics
-        denied = [
-            (t["name"], p["partition_index"], TopicAuthorizationFailedError.code)
-            for t in body["topics"]
-            if t["name"] in refused
-            for p in t["partitions"]
-        ]
+        denied = _every_partition(
+            [t for t in body["topics"] if t["name"] in refused],
+            TopicAuthorizationFailedError.code,
+        )
         return {"topics": _merged_partition_errors(answered, denied, body["topics"])}
 
     async def offset_fetch(self, req: KafkaRequest) -> Body:
@@ -435,19 +456,22 @@ class KafkaGroups:
         )
         if req.authorizer is None or response.error is not None:
             return response
+        # Topics named are checked as Kafka checks them (a denial logged); with none named,
+        # the group's other topics are quietly left out.
+        allowed = req.allowed if r.topics is not None else req.allowed_quietly
         topics = []
         for t in response.topics:
-            if req.allowed_quietly(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
+            if allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
                 topics.append(t)
             elif r.topics is not None:
                 refused = TopicAuthorizationFailedError(
                     f"Not authorized to access topics: [{t.name}]"
                 )
                 topics.append(
-                    dataclasses.replace(
-                        t,
-                        partitions=tuple(
-                            dataclasses.replace(p, committed_offset=-1, metadata="", error=refused)
+                    m.OffsetFetchResponseTopic(
+                        t.name,
+                        tuple(
+                            m.OffsetFetchResponsePartition(p.partition_index, error=refused)
                             for p in t.partitions
                         ),
                     )
@@ -523,19 +547,6 @@ def _commit_topics(topics: list[Body]) -> tuple[m.OffsetCommitRequestTopic, ...]
         )
         for t in topics
     )
-
-
-def _partition_errors(topics: tuple[m.TopicPartitionErrors, ...]) -> list[Body]:
-    return [
-        {
-            "name": t.name,
-            "partitions": [
-                {"partition_index": p.partition_index, "error_code": _code(p.error)}
-                for p in t.partitions
-            ],
-        }
-        for t in topics
-    ]
 
 
 def _merged_partition_errors(

@@ -5,12 +5,20 @@ clients send (0-3); v4+ is Kafka's broker-to-broker verification, which Rillet's
 send each other over gRPC. EndTxn stops at v4 (transaction.version 1: no epoch bump at
 each commit).
 
-With an authorizer, as Kafka's KafkaApis: a transactional InitProducerId, AddPartitionsToTxn,
-AddOffsetsToTxn and EndTxn need WRITE on the transactional id
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent InitProducerId needs IDEMPOTENT_WRITE
-on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED); AddPartitionsToTxn
-WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for those, OPERATION_NOT_ATTEMPTED for the
-rest, none added); AddOffsetsToTxn READ on the group (GROUP_AUTHORIZATION_FAILED)."""
+With an authorizer, each request is checked as Kafka's KafkaApis checks it:
+
+- **InitProducerId**: with a transactional id, WRITE on it
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on
+  the cluster or, as from Kafka 3.0 (KIP-679), WRITE on some topic
+  (CLUSTER_AUTHORIZATION_FAILED).
+- **AddPartitionsToTxn**: WRITE on the transactional id (every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic: if one is refused none
+  is added, its partitions TOPIC_AUTHORIZATION_FAILED, the other partitions
+  UNKNOWN_TOPIC_OR_PARTITION when the metadata does not have them, else
+  OPERATION_NOT_ATTEMPTED.
+- **AddOffsetsToTxn**: WRITE on the transactional id, then READ on the group
+  (GROUP_AUTHORIZATION_FAILED).
+- **EndTxn**: WRITE on the transactional id."""
 
 from __future__ import annotations
 
@@ -35,10 +43,10 @@ from rillet.errors import (
     KafkaError,
     OperationNotAttemptedError,
     TopicAuthorizationFailedError,
-    TransactionalIdAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
 )
-from rillet.security.acls import AclOperation, ResourceType
-from rillet.server.kafka.groups import group_denied
+from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from rillet.server.kafka.groups import denied_topics, group_denied, transactional_id_denied
 from rillet.server.kafka.request import Body, KafkaRequest, Served
 from rillet.types import TopicPartition
 
@@ -49,20 +57,15 @@ def _not_served() -> KafkaError:
     return InvalidRequestError("transactions are not served by this broker")
 
 
-def _txn_denied(req: KafkaRequest, transactional_id: str) -> KafkaError | None:
-    if req.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-        return None
-    return TransactionalIdAuthorizationFailedError(
-        f"Not authorized to access transactional id: {transactional_id}"
-    )
-
-
 def _init_denied(req: KafkaRequest, transactional_id: str | None) -> KafkaError | None:
+    """Kafka's InitProducerId checks: WRITE on the transactional id, or for an idempotent
+    producer IDEMPOTENT_WRITE on the cluster (a denial not logged, as Kafka) or WRITE on
+    some topic (KIP-679)."""
     if transactional_id is not None:
-        return _txn_denied(req, transactional_id)
-    if req.allowed_on_cluster(AclOperation.IDEMPOTENT_WRITE) or req.allowed_on_any(
-        AclOperation.WRITE, ResourceType.TOPIC
-    ):
+        return transactional_id_denied(req, transactional_id)
+    if req.allowed_quietly(
+        AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME
+    ) or req.allowed_on_any(AclOperation.WRITE, ResourceType.TOPIC):
         return None
     return ClusterAuthorizationFailedError(
         "Not authorized to write idempotently: neither IDEMPOTENT_WRITE on the cluster nor "
@@ -121,25 +124,12 @@ class KafkaTransactions:
                 for p in t["partitions"]
             )
         )
-        txn_id = body["v3_and_below_transactional_id"]
-        denied = _txn_denied(req, txn_id)
-        refused = {
-            tp.topic
-            for tp in partitions
-            if denied is None and not req.allowed(AclOperation.WRITE, ResourceType.TOPIC, tp.topic)
-        }
+        denied = transactional_id_denied(req, body["v3_and_below_transactional_id"])
         errors: dict[TopicPartition, KafkaError | None]
-        if denied is not None or refused:
-            # As Kafka: none is added; the refused topics say why, the others were not tried.
-            errors = {
-                tp: denied
-                or (
-                    TopicAuthorizationFailedError(f"Not authorized to access topics: [{tp.topic}]")
-                    if tp.topic in refused
-                    else OperationNotAttemptedError()
-                )
-                for tp in partitions
-            }
+        if denied is not None:
+            errors = dict.fromkeys(partitions, denied)
+        elif refused := denied_topics(req, AclOperation.WRITE, (tp.topic for tp in partitions)):
+            errors = self._refused_partitions(partitions, refused)
         elif self.coordinator is None:
             errors = dict.fromkeys(partitions, _not_served())
         else:
@@ -163,9 +153,28 @@ class KafkaTransactions:
             ]
         }
 
+    def _refused_partitions(
+        self, partitions: tuple[TopicPartition, ...], refused: set[str]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """As Kafka, when a topic may not be written none is added: TOPIC_AUTHORIZATION_FAILED
+        for its partitions, UNKNOWN_TOPIC_OR_PARTITION for those of the others the metadata
+        does not have, OPERATION_NOT_ATTEMPTED for the rest."""
+        image = self.coordinator.image if self.coordinator is not None else None
+        errors: dict[TopicPartition, KafkaError | None] = {}
+        for tp in partitions:
+            if tp.topic in refused:
+                errors[tp] = TopicAuthorizationFailedError(
+                    f"Not authorized to access topics: [{tp.topic}]"
+                )
+            elif image is not None and image.partition(*tp) is None:
+                errors[tp] = UnknownTopicOrPartitionError(f"{tp} does not exist")
+            else:
+                errors[tp] = OperationNotAttemptedError()
+        return errors
+
     async def add_offsets_to_txn(self, req: KafkaRequest) -> Body:
         body = req.body
-        denied = _txn_denied(req, body["transactional_id"]) or group_denied(
+        denied = transactional_id_denied(req, body["transactional_id"]) or group_denied(
             req, AclOperation.READ, body["group_id"]
         )
         if denied is not None:
@@ -184,7 +193,7 @@ class KafkaTransactions:
 
     async def end_txn(self, req: KafkaRequest) -> Body:
         body = req.body
-        denied = _txn_denied(req, body["transactional_id"])
+        denied = transactional_id_denied(req, body["transactional_id"])
         if denied is not None:
             return {"error_code": denied.code}
         if self.coordinator is None:
