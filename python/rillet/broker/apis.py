@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rillet.broker.controller_channel import ControllerChannel
+from rillet.broker.metrics import BrokerMetrics
 from rillet.broker.replica_manager import (
     FetchedPartition,
     FetchPartition,
@@ -176,6 +177,8 @@ class BrokerApis:
         self.channel = channel
         # KIP-890: transactional produce requests are verified with their coordinator.
         self.txn_verifier = txn_verifier
+        # The node's metrics (bytes and records in and out), when it exports them.
+        self.metrics: BrokerMetrics | None = None
 
     @property
     def controller_id(self) -> int:
@@ -223,6 +226,10 @@ class BrokerApis:
             for tp in unverified:
                 appends.pop(tp, None)
         results = await self.replicas.append_records(appends, acks, timeout_ms)
+        if self.metrics is not None:
+            for tp, r in results.items():
+                if r.error is None:
+                    self.metrics.record_produce(tp.topic, appends[tp])
         if verification is not None:
             verification.appended({tp: r.error for tp, r in results.items()})
         results.update({tp: ProducedPartition(e) for tp, e in unverified.items()})
@@ -240,13 +247,20 @@ class BrokerApis:
         min_bytes: int,
         max_bytes: int,
     ) -> dict[TopicPartition, FetchedPartition]:
-        return await self.replicas.fetch(
+        fetched = await self.replicas.fetch(
             wanted,
             replica_id=replica_id,
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
             max_bytes=max_bytes,
         )
+        if self.metrics is not None and replica_id < 0:
+            # BytesOutPerSec counts what consumers read (followers' is replication).
+            sizes: dict[str, int] = {}
+            for tp, r in fetched.items():
+                sizes[tp.topic] = sizes.get(tp.topic, 0) + r.size
+            self.metrics.record_fetch(sizes)
+        return fetched
 
     def handle_list_offsets(
         self, wanted: Mapping[TopicPartition, int]

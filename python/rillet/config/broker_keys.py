@@ -475,6 +475,21 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
     ]
 }
 
+BROKER_CONFIGS.update(
+    {
+        k.name: k
+        for k in [
+            _k(
+                "metrics.port",
+                "int",
+                -1,
+                "The port of the node's Prometheus endpoint (GET /metrics); -1: none, 0: any free",
+                at_least(-1),
+            ),
+            _k("metrics.host", "string", "", "The address it binds; empty: every interface"),
+        ]
+    }
+)
 BROKER_CONFIGS.update(SSL_CONFIGS)
 BROKER_CONFIGS.update(SASL_CONFIGS)
 BROKER_CONFIGS.update(AUTHORIZER_CONFIGS)

@@ -40,6 +40,7 @@ from rillet.broker.controller_channel import ControllerChannel, InProcessControl
 from rillet.broker.group_coordinator import GroupCoordinator
 from rillet.broker.lifecycle import BrokerLifecycle, BrokerLifecycleManager
 from rillet.broker.metadata_publisher import MetadataPublisher
+from rillet.broker.metrics import BrokerMetrics, NodeState
 from rillet.broker.producer_id_manager import ProducerIdManager
 from rillet.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from rillet.broker.replica_manager import ReplicaManager
@@ -85,6 +86,7 @@ from rillet.server.kafka.consumer_groups import KafkaConsumerGroups
 from rillet.server.kafka.groups import KafkaGroups
 from rillet.server.kafka.listener import KafkaListener
 from rillet.server.kafka.transactions import KafkaTransactions
+from rillet.server.metrics_endpoint import MetricsEndpoint
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_cleaner import LogCleanerConfig
 from rillet.storage.log_manager import LogManager, ProducerStateConfig
@@ -150,6 +152,8 @@ class RilletServer:
         self.producer_ids: ProducerIdManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.apis: BrokerApis | None = None
+        self.metrics: BrokerMetrics | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.security: SecurityApis | None = None
         # The authorizer of the broker (over its metadata image) or controller (over the
         # controller's); None without authorizer.class.name.
@@ -374,6 +378,16 @@ class RilletServer:
         )
         self.authorizer = broker_authorizer(cfg, lambda: self.publisher.image)
         self.security = SecurityApis(self.channel, lambda: self.publisher.image, self.authorizer)
+        log_manager, replicas = self.log_manager, self.replicas
+        self.metrics = self.apis.metrics = BrokerMetrics(
+            NodeState(
+                cfg.node_id,
+                lambda: self.publisher.image,
+                lambda topic: int(log_manager.topic_config(topic)["min.insync.replicas"]),
+                lambda: self.controller.is_active,
+                lambda: len(replicas.partitions),
+            )
+        )
         self.groups = GroupCoordinator(
             cfg.node_id,
             self.replicas,
@@ -478,6 +492,7 @@ class RilletServer:
                         ],
                         fetch_session_cache_slots=cfg["max.incremental.fetch.session.cache.slots"],
                         authorizer=self.authorizer,
+                        metrics=self.metrics,
                     ),
                     max_request_bytes=cfg.socket_request_max_bytes,
                     idle_ms=cfg["connections.max.idle.ms"],
@@ -498,6 +513,22 @@ class RilletServer:
                 self._grpc_gate(cfg.controller_listeners),
             )
             await self._listen(listener, cfg.controller_listeners)
+        if cfg["metrics.port"] >= 0:
+            if self.metrics is None:  # a controller-only node
+                committed = self.controller.controller
+                self.metrics = BrokerMetrics(
+                    NodeState(
+                        cfg.node_id,
+                        lambda: committed.committed,
+                        lambda topic: 1,
+                        lambda: self.controller.is_active,
+                        lambda: 0,
+                    )
+                )
+            self.metrics_endpoint = MetricsEndpoint(
+                self.metrics, cfg["metrics.host"], cfg["metrics.port"]
+            )
+            self.bound["METRICS"] = await self.metrics_endpoint.start()
 
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A SCRAM listener's credential lookup: the broker's metadata image."""
@@ -703,6 +734,9 @@ class RilletServer:
         for listener in self.listeners:
             await listener.stop(1)
         self.listeners.clear()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
+            self.metrics_endpoint = None
         if self.driver is not None:
             await self.driver.stop()
             self.driver = None

@@ -112,18 +112,17 @@ def random_history(seed: int, length: int = 300) -> list[MetadataRecord]:
                 records.append(RemoveAccessControlEntryRecord(acls.pop(r.randrange(len(acls)))))
             else:
                 acls.append(acl_id := uuid.UUID(int=r.getrandbits(128)))
-                records.append(
-                    AccessControlEntryRecord(
-                        acl_id,
-                        2,
-                        f"t{r.randint(1, 9)}",
-                        r.choice([3, 4]),
-                        r.choice(["User:a", "User:*"]),
-                        "*",
-                        r.randint(2, 12),
-                        r.choice([2, 3]),
-                    )  # fmt: skip
+                acl = AccessControlEntryRecord(
+                    acl_id,
+                    2,
+                    f"t{r.randint(1, 9)}",
+                    r.choice([3, 4]),
+                    r.choice(["User:a", "User:*"]),
+                    "*",
+                    r.randint(2, 12),
+                    r.choice([2, 3]),
                 )
+                records.append(acl)
         elif kind == "scram":
             user, mechanism = r.choice(["alice", "bob"]), r.choice([1, 2])
             if r.random() < 0.3:

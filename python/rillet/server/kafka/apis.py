@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from rillet import _core
 from rillet._core import FileRegion
 from rillet.broker.apis import BrokerApis, MetadataResult
 from rillet.broker.authorizer import BrokerAuthorizer
+from rillet.broker.metrics import BrokerMetrics
 from rillet.errors import (
     InvalidRequestError,
     KafkaError,
@@ -103,9 +105,11 @@ class KafkaApis:
         *,
         fetch_session_cache_slots: int = 1000,  # max.incremental.fetch.session.cache.slots
         authorizer: BrokerAuthorizer | None = None,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.apis = apis
         self.authorizer = authorizer
+        self.metrics = metrics
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         # What the schemas know of every key (the versions an error can be answered at).
         self.schemas = schemas = _schema_versions()
@@ -143,7 +147,20 @@ class KafkaApis:
     ) -> bytes | SplicedResponse | None:
         """The response frame to ``frame`` (a request without its size prefix) from
         ``principal``: empty when the request takes no answer, None to close the connection;
-        a Fetch answer comes with the record sets to send from the segment files."""
+        a Fetch answer comes with the record sets to send from the segment files. Each
+        request is counted and timed in :attr:`metrics`."""
+        if self.metrics is None:
+            return await self._handle(frame, listener_name, peer_host, principal)
+        started = time.perf_counter()
+        try:
+            return await self._handle(frame, listener_name, peer_host, principal)
+        finally:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            self.metrics.record_request(_HEADER_START.unpack_from(frame)[0], elapsed_ms)
+
+    async def _handle(
+        self, frame: bytes, listener_name: str, peer_host: str, principal: KafkaPrincipal
+    ) -> bytes | SplicedResponse | None:
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
         served = self.supported.get(api_key)
         if served is None or not served[0] <= version <= served[1]:
