@@ -650,6 +650,10 @@ def test_metadata_record_envelopes() -> None:
         "BrokerRegistrationChangeRecord",
         "FeatureLevelRecord",
         "ProducerIdsRecord",
+        "AccessControlEntryRecord",
+        "RemoveAccessControlEntryRecord",
+        "UserScramCredentialRecord",
+        "RemoveUserScramCredentialRecord",
         "NoOpRecord",
     }
 
@@ -674,6 +678,11 @@ SERVICES = {
         "DescribeLogDirs",
         "AlterPartitionReassignments",
         "ListPartitionReassignments",
+        "CreateAcls",
+        "DescribeAcls",
+        "DeleteAcls",
+        "DescribeUserScramCredentials",
+        "AlterUserScramCredentials",
     ],
     "rillet.v1.ControllerService": [
         "AlterPartition",
@@ -685,6 +694,9 @@ SERVICES = {
         "ElectLeaders",
         "AlterPartitionReassignments",
         "DescribeQuorum",
+        "CreateAcls",
+        "DeleteAcls",
+        "AlterUserScramCredentials",
     ],
     "rillet.v1.TransactionService": [
         "InitProducerId",
