@@ -39,7 +39,7 @@ import dataclasses
 import logging
 import random
 import struct
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -516,6 +516,15 @@ class GroupCoordinator:
 
     def coordinated_groups(self) -> Sequence[int]:
         return sorted(self._loaded)
+
+    def committed_offsets(self) -> Iterator[tuple[str, TopicPartition, int]]:
+        """(group, partition, committed offset) of every group this broker coordinates (for
+        the consumer-group lag at a metrics scrape)."""
+        for loaded in self._loaded.values():
+            for group, topics in loaded.shard.state.offsets.items():
+                for topic, partitions in topics.items():
+                    for partition, committed in partitions.items():
+                        yield group, TopicPartition(topic, partition), committed.committed_offset
 
 
 class _Record(NamedTuple):

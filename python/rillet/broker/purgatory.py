@@ -5,6 +5,10 @@ A fetch long poll waits until enough bytes arrive or ``fetch.max.wait.ms`` passe
 timeout passes. Each waiting operation watches keys (topic-partitions); whoever changes a
 partition (an append, a high watermark move) calls :meth:`Purgatory.check_and_complete` for
 its key, which re-checks only the operations watching it. Runs on one asyncio event loop.
+
+Its size is kept as it changes, so the metrics read it at no cost: Kafka's
+``NumDelayedOperations`` (operations waiting) and ``PurgatorySize`` (operations watched, one
+per key an operation watches).
 """
 
 from __future__ import annotations
@@ -34,9 +38,17 @@ class Purgatory:
     def __init__(self, name: str) -> None:
         self.name = name
         self._watchers: dict[Hashable, set[DelayedOperation]] = {}
+        self._waiting: set[DelayedOperation] = set()
+        self._watched = 0  # (key, operation) pairs in _watchers
 
     def __len__(self) -> int:
-        return len({op for ops in self._watchers.values() for op in ops})
+        """Operations waiting (Kafka's NumDelayedOperations)."""
+        return len(self._waiting)
+
+    @property
+    def watched(self) -> int:
+        """Operations watched, counted once per key they watch (Kafka's PurgatorySize)."""
+        return self._watched
 
     async def wait(
         self, keys: Iterable[Hashable], try_complete: Callable[[], bool], timeout_ms: int
@@ -48,19 +60,23 @@ class Purgatory:
         if timeout_ms <= 0:
             return False
         op = DelayedOperation(try_complete)
-        keys = list(keys)
+        keys = list(dict.fromkeys(keys))
         for k in keys:
             self._watchers.setdefault(k, set()).add(op)
+        self._watched += len(keys)
+        self._waiting.add(op)
         loop = asyncio.get_running_loop()
         timer = loop.call_later(timeout_ms / 1000, op.complete, False)
         try:
             return await op.future
         finally:
             timer.cancel()
+            self._waiting.discard(op)
             for k in keys:
                 ops = self._watchers.get(k)
-                if ops is not None:
+                if ops is not None and op in ops:
                     ops.discard(op)
+                    self._watched -= 1
                     if not ops:
                         del self._watchers[k]
 
@@ -78,3 +94,5 @@ class Purgatory:
             for op in ops:
                 op.complete(False)
         self._watchers.clear()
+        self._waiting.clear()
+        self._watched = 0

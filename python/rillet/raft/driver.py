@@ -8,6 +8,11 @@ stepped back into the node; requests from them arrive through :meth:`RaftDriver.
 wait for the node's response (a leader parks a fetch until data arrives or ``max_wait_ms``
 passes). A single-voter quorum sends nothing and commits on its own append: the same code
 path.
+
+Measured here, where the clock is, and not in the core: ``commit_latency_ms`` (KRaft's
+commit-latency) is called with the time, on the driver's clock, from a leader's append of
+proposed entries to their commit; :meth:`RaftDriver.status` is what the metrics read at a
+scrape.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from rillet.errors import NotControllerError, NotLeaderError
 from rillet.raft.log import Entry, RaftLog, SnapshotId
@@ -37,7 +43,7 @@ from rillet.raft.node import LeaderAndEpoch, RaftNode
 from rillet.raft.store import QuorumStateStore
 from rillet.scheduler import Clock
 
-__all__ = ["RaftDriver", "RaftTransport"]
+__all__ = ["QuorumStatus", "RaftDriver", "RaftTransport"]
 
 _log = logging.getLogger(__name__)
 
@@ -52,6 +58,19 @@ _RESPONSE_OF = {
 
 class FlushableLog(RaftLog, Protocol):
     def flush(self) -> None: ...
+
+
+class QuorumStatus(NamedTuple):
+    """This replica's view of the metadata quorum (KRaft's raft-metrics): its state
+    (``leader``, ``follower``, ``observer`` for a non-voter following, ``candidate``,
+    ``voted``, ``unattached``, ``resigned``), the leader it knows (-1: none), the epoch, the
+    high watermark and the log end offset."""
+
+    state: str
+    leader_id: int
+    epoch: int
+    high_watermark: int
+    log_end_offset: int
 
 
 class RaftTransport(Protocol):
@@ -70,7 +89,8 @@ class RaftDriver:
     """Runs one RaftNode. ``on_commit(entries)`` receives committed entries in order;
     ``on_load_snapshot(snapshot_id)`` a snapshot fetched from the leader, whose state replaces
     the state machine's before the entries after it arrive; ``on_leader_change(leader)``
-    every change of the known leader or epoch. Not thread safe: every method runs on the
+    every change of the known leader or epoch; ``commit_latency_ms(ms)`` the time from a
+    proposal's append on this leader to its commit. Not thread safe: every method runs on the
     event loop."""
 
     def __init__(
@@ -83,6 +103,7 @@ class RaftDriver:
         on_commit: Callable[[Sequence[Entry]], None],
         on_leader_change: Callable[[LeaderAndEpoch], None] = lambda _: None,
         on_load_snapshot: Callable[[SnapshotId], None] = lambda _: None,
+        commit_latency_ms: Callable[[float], None] | None = None,
     ) -> None:
         self.node = node
         self.store = store
@@ -92,6 +113,9 @@ class RaftDriver:
         self.on_commit = on_commit
         self.on_leader_change = on_leader_change
         self.on_load_snapshot = on_load_snapshot
+        self.commit_latency_ms = commit_latency_ms
+        # (last offset, append time) of each proposal not yet committed, in offset order.
+        self._appended: deque[tuple[int, int]] = deque()
         self._wake = asyncio.Event()
         self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -130,8 +154,11 @@ class RaftDriver:
         while True:
             deadline = self.node.next_deadline_ms()
             timeout = None if deadline is None else max(deadline - self.clock(), 0) / 1000
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+            # arrives as the wake fires, and stop() would wait for this loop forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 self.node.tick(self.clock())
@@ -151,14 +178,31 @@ class RaftDriver:
         """See :attr:`RaftNode.leader_ready`."""
         return self.node.leader_ready
 
+    def status(self) -> QuorumStatus:
+        node = self.node
+        state = node.role.lower()
+        if state == "follower" and not node.is_voter:
+            state = "observer"
+        leader = node.leader_id
+        return QuorumStatus(
+            state,
+            -1 if leader is None else leader,
+            node.epoch,
+            node.high_watermark,
+            node.log.end_offset,
+        )
+
     def propose(self, payloads: Sequence[bytes]) -> range:
         """Append on the leader; returns the offsets (not yet committed). The outputs are
         processed by the driver's loop right after the caller yields, so the caller can act
         on the offsets before any of them is reported committed."""
+        now = self.clock()
         try:
-            offsets = self.node.propose(list(payloads), self.clock())
+            offsets = self.node.propose(list(payloads), now)
         except NotLeaderError as e:
             raise NotControllerError(str(e)) from None
+        if self.commit_latency_ms is not None and offsets:
+            self._appended.append((offsets[-1], now))
         self._wake.set()
         return offsets
 
@@ -206,6 +250,8 @@ class RaftDriver:
         if out.committed:
             self.on_commit(out.committed)
         hw = out.high_watermark
+        if self._appended and self._appended[0][0] < hw:
+            self._observe_commit_latency(hw)
         if self._commit_waiters:
             still = []
             for offset, fut in self._commit_waiters:
@@ -224,11 +270,20 @@ class RaftDriver:
                 type(self.node.state).__name__,
             )
             if not self.node.is_leader:
+                # What this leader appended and did not commit is no longer its to time.
+                self._appended.clear()
                 for _, fut in self._commit_waiters:
                     if not fut.done():
                         fut.set_exception(NotControllerError("leadership moved before commit"))
                 self._commit_waiters = []
             self.on_leader_change(out.leader_change)
+
+    def _observe_commit_latency(self, high_watermark: int) -> None:
+        assert self.commit_latency_ms is not None
+        now = self.clock()
+        while self._appended and self._appended[0][0] < high_watermark:
+            _, appended_ms = self._appended.popleft()
+            self.commit_latency_ms(now - appended_ms)
 
     async def _send(self, m: Message) -> None:
         timeout = self.node.config.request_timeout_ms / 1000

@@ -66,7 +66,7 @@ from rillet.metadata.snapshot import (
 )
 from rillet.protocol.metadata_records import decode_entries
 from rillet.raft import Entry, LeaderAndEpoch, RaftConfig, RaftNode, SnapshotId
-from rillet.raft.driver import RaftDriver
+from rillet.raft.driver import QuorumStatus, RaftDriver
 from rillet.raft.metadata_log import MetadataLog
 from rillet.raft.quorum_state import FileQuorumStateStore
 from rillet.scheduler import AsyncioScheduler, Clock, wall_clock_ms
@@ -78,6 +78,7 @@ from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
+from rillet.server.grpc.request_metrics import GrpcRequestMetrics
 from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
 from rillet.server.kafka.admin import KafkaAdmin
 from rillet.server.kafka.admin_security import KafkaSecurityAdmin
@@ -90,6 +91,7 @@ from rillet.server.metrics_endpoint import MetricsEndpoint
 from rillet.storage.dir_lock import lock_dir
 from rillet.storage.log_cleaner import LogCleanerConfig
 from rillet.storage.log_manager import LogManager, ProducerStateConfig
+from rillet.types import TopicPartition
 
 __all__ = ["RilletServer"]
 
@@ -232,6 +234,7 @@ class RilletServer:
             _log.warning(inert)
         if cfg.is_broker:
             self._start_broker_storage()
+        metrics = self.metrics = self._build_metrics()
         mdir = Path(cfg.metadata_log_dir)
         if self.log_manager is None or mdir.resolve() not in [
             Path(d).resolve() for d in cfg.log_dirs
@@ -271,6 +274,7 @@ class RilletServer:
             self._on_commit,
             self._on_leader_change,
             self._on_load_snapshot,
+            commit_latency_ms=metrics.raft_commit_latency_ms,
         )
         self.controller.attach(self.driver)
         await self._start_listeners(self.driver)
@@ -378,16 +382,6 @@ class RilletServer:
         )
         self.authorizer = broker_authorizer(cfg, lambda: self.publisher.image)
         self.security = SecurityApis(self.channel, lambda: self.publisher.image, self.authorizer)
-        log_manager, replicas = self.log_manager, self.replicas
-        self.metrics = self.apis.metrics = BrokerMetrics(
-            NodeState(
-                cfg.node_id,
-                lambda: self.publisher.image,
-                lambda topic: int(log_manager.topic_config(topic)["min.insync.replicas"]),
-                lambda: self.controller.is_active,
-                lambda: len(replicas.partitions),
-            )
-        )
         self.groups = GroupCoordinator(
             cfg.node_id,
             self.replicas,
@@ -473,7 +467,7 @@ class RilletServer:
                 transactions=self.transactions,
                 txn_markers=self.txn_markers,
                 security=self.security,
-                interceptors=self._grpc_gate(cfg.grpc_listeners),
+                interceptors=self._grpc_interceptors(cfg.grpc_listeners),
             )
             await self._listen(listener, cfg.grpc_listeners)
             if cfg.kafka_listeners:
@@ -510,25 +504,68 @@ class RilletServer:
                 self.controller,
                 self.clock,
                 self.cluster_id,
-                self._grpc_gate(cfg.controller_listeners),
+                self._grpc_interceptors(cfg.controller_listeners),
             )
             await self._listen(listener, cfg.controller_listeners)
-        if cfg["metrics.port"] >= 0:
-            if self.metrics is None:  # a controller-only node
-                committed = self.controller.controller
-                self.metrics = BrokerMetrics(
-                    NodeState(
-                        cfg.node_id,
-                        lambda: committed.committed,
-                        lambda topic: 1,
-                        lambda: self.controller.is_active,
-                        lambda: 0,
-                    )
-                )
+        if cfg["metrics.port"] >= 0 and self.metrics is not None:
             self.metrics_endpoint = MetricsEndpoint(
                 self.metrics, cfg["metrics.host"], cfg["metrics.port"]
             )
             self.bound["METRICS"] = await self.metrics_endpoint.start()
+
+    def _build_metrics(self) -> BrokerMetrics:
+        """The node's metrics, read from its components at each scrape; counted by the
+        broker's handlers and log flusher (and, as they are made, the Raft driver and the
+        gRPC listeners)."""
+        cfg = self.config
+        roles = tuple(r for r in ("broker", "controller") if r in cfg.process_roles)
+
+        def quorum() -> QuorumStatus | None:
+            return None if self.driver is None else self.driver.status()
+
+        log_manager, replicas = self.log_manager, self.replicas
+        if log_manager is None or replicas is None or self.apis is None:  # a controller only
+            committed = self.controller.controller
+            return BrokerMetrics(
+                NodeState(
+                    cfg.node_id,
+                    lambda: committed.committed,
+                    lambda topic: 1,
+                    lambda: self.controller.is_active,
+                    lambda: 0,
+                    roles,
+                    quorum=quorum,
+                )
+            )
+        groups, life = self.groups, self.lifecycle
+        assert groups is not None and life is not None
+
+        def end_offset(tp: TopicPartition) -> int | None:
+            p = replicas.partitions.get(tp)
+            return None if p is None else p.high_watermark
+
+        metrics = self.apis.metrics = BrokerMetrics(
+            NodeState(
+                cfg.node_id,
+                lambda: self.publisher.image,
+                lambda topic: int(log_manager.topic_config(topic)["min.insync.replicas"]),
+                lambda: self.controller.is_active,
+                lambda: len(replicas.partitions),
+                roles,
+                broker_state=lambda: life.lifecycle.state.value,
+                quorum=quorum,
+                purgatories=(replicas.produce_purgatory, replicas.fetch_purgatory),
+                committed_offsets=groups.committed_offsets,
+                end_offset=end_offset,
+            )
+        )
+        log_manager.on_flush_ms = metrics.log_flush_time_ms
+        return metrics
+
+    def _grpc_interceptors(self, endpoints: Sequence[Endpoint]) -> list[grpc.aio.ServerInterceptor]:
+        """The request metrics (first, so that they time the rest), then the ACL gate."""
+        timing = [] if self.metrics is None else [GrpcRequestMetrics(self.metrics)]
+        return [*timing, *self._grpc_gate(endpoints)]
 
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A SCRAM listener's credential lookup: the broker's metadata image."""

@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -121,6 +122,8 @@ class LogManager:
     cleaner_config: LogCleanerConfig = field(default_factory=LogCleanerConfig)
     # The broker's producer.id.expiration.* settings (ProducerStateConfig.from_broker_config).
     producer_state_config: ProducerStateConfig = field(default_factory=ProducerStateConfig)
+    # Told how long each flush by the log flusher took, in ms (Kafka's LogFlushStats).
+    on_flush_ms: Callable[[float], None] | None = None
     _logs: dict[TopicPartition, _ManagedLog] = field(default_factory=dict, init=False)
     _locks: list[IO[bytes]] = field(default_factory=list, init=False)
     _dirs: list[Path] = field(default_factory=list, init=False)
@@ -384,13 +387,19 @@ class LogManager:
                 unflushed >= m.config["flush.messages"]
                 or now - m.last_flush_ms >= m.config["flush.ms"]
             ):
-                log.flush()
+                self._flush(log, None)
                 m.last_flush_ms = now
                 flushed += 1
             elif log.recovery_point < log.active_segment_base_offset:
-                log.flush(log.active_segment_base_offset)
+                self._flush(log, log.active_segment_base_offset)
                 flushed += 1
         return flushed
+
+    def _flush(self, log: Log, offset: int | None) -> None:
+        started = time.perf_counter()
+        log.flush(offset)
+        if self.on_flush_ms is not None:
+            self.on_flush_ms((time.perf_counter() - started) * 1000)
 
     def cleanup_logs(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
         """Retention for every log with ``delete`` in its cleanup.policy (not for a
