@@ -1,5 +1,6 @@
 """``rillet server start [config/server.properties] [--daemon] [--override k=v]`` and
-``rillet server stop`` (``kafka-server-start.sh`` / ``kafka-server-stop.sh``).
+``rillet server stop`` (``kafka-server-start.sh`` / ``kafka-server-stop.sh``), and
+``rillet server status`` (:mod:`rillet.cli.server_status`: a node's health from its metrics).
 
 With no config file the embedded default runs: one node in combined mode (broker and
 controller), Kafka's protocol on localhost:9092, Rillet's gRPC API on :9094, the controller
@@ -21,12 +22,16 @@ import sys
 import time
 from pathlib import Path
 
+from rillet.cli import server_status
 from rillet.config import BrokerConfig, default_data_dir, parse_properties
 from rillet.errors import InvalidConfigurationError, KafkaError
 from rillet.server.process import RilletServer
 from rillet.storage.meta_properties import check_log_dirs, ensure_formatted
 
-HELP = "Start or stop a Rillet server (kafka-server-start.sh / kafka-server-stop.sh)"
+HELP = (
+    "Start or stop a Rillet server (kafka-server-start.sh / kafka-server-stop.sh), or show "
+    "a node's health"
+)
 PID_FILE = "rillet-server.pid"
 
 
@@ -48,6 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     stop = sub.add_parser("stop", help="stop running servers (SIGTERM, then wait)")
     stop.add_argument("config", nargs="?", help="server.properties of the server to stop")
     stop.add_argument("--data-dir", help="data directory of an embedded server")
+    status = sub.add_parser(
+        "status",
+        help="one screen of a node's health from its metrics; exit status 1 when unhealthy",
+    )
+    server_status.add_arguments(status)
 
 
 def _overrides(items: list[str]) -> dict[str, str]:
@@ -75,6 +85,8 @@ def _pid_path(config: BrokerConfig) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "status":
+        return server_status.run(args)
     try:
         config, embedded = _load(args)
     except FileNotFoundError as e:
