@@ -44,6 +44,7 @@ from rillet.client.consumer.assignors import (
 from rillet.client.consumer.group_client import top_level_error
 from rillet.client.consumer.listener import ConsumerRebalanceListener
 from rillet.client.consumer.member_base import GroupMemberBase, show
+from rillet.client.consumer.metrics import ConsumerCoordinatorMetrics
 from rillet.client.consumer.subscription import SubscriptionState
 from rillet.errors import (
     CoordinatorLoadInProgressError,
@@ -78,8 +79,11 @@ class ClassicGroupMember(GroupMemberBase):
         cluster: ClusterMetadata,
         subscriptions: SubscriptionState,
         wakeup: threading.Event,
+        sensors: ConsumerCoordinatorMetrics | None = None,
     ) -> None:
-        super().__init__(config, cluster, subscriptions)
+        super().__init__(config, cluster, subscriptions, sensors)
+        if sensors is not None:
+            sensors.add_classic()
         strategy = config["partition_assignment_strategy"]
         self.assignors = create_assignors(
             strategy.split(",") if isinstance(strategy, str) else strategy
@@ -202,6 +206,7 @@ class ClassicGroupMember(GroupMemberBase):
             )  # fmt: skip
             if self.instance_id is not None:
                 join.group_instance_id = self.instance_id
+            sent_ms = self._now_ms()
             response = self._send("JoinGroup", join, wait_s)
             err = top_level_error(response)
             if isinstance(err, MemberIdRequiredError):
@@ -209,6 +214,8 @@ class ClassicGroupMember(GroupMemberBase):
                 continue
             if err is not None:
                 raise err
+            if self.sensors is not None:
+                self.sensors.record_latency(self.sensors.join_latency, sent_ms)
             break
         with self.lock:
             self.member_id = response.member_id
@@ -236,10 +243,13 @@ class ClassicGroupMember(GroupMemberBase):
             shares = perform_assignment(assignor, self.protocol, members, counts)
             for member_id, share in sorted(shares.items()):
                 sync.assignments.add(member_id=member_id, assignment=encode_assignment(share))
+        sent_ms = self._now_ms()
         synced = self._send("SyncGroup", sync, wait_s)
         err = top_level_error(synced)
         if err is not None:
             raise err
+        if self.sensors is not None:
+            self.sensors.record_latency(self.sensors.sync_latency, sent_ms)
         return assignor, bytes(synced.assignment)
 
     def _send(self, method: str, request: Any, wait_s: float = 0) -> Any:
@@ -250,6 +260,10 @@ class ClassicGroupMember(GroupMemberBase):
             return call(request, timeout=max(timeout_s, wait_s), metadata=metadata)
 
         return self.client.call(send, top_level_error)
+
+    def _now_ms(self) -> float:
+        """The metrics' clock (0 with metrics off)."""
+        return self.sensors.metrics.clock() if self.sensors is not None else 0.0
 
     def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         wanted = sorted(topics)
@@ -303,10 +317,13 @@ class ClassicGroupMember(GroupMemberBase):
                 )
                 if self.instance_id is not None:
                     request.group_instance_id = self.instance_id
+            sent_ms = self.sensors.heartbeat_sent() if self.sensors is not None else 0.0
             try:
                 response = self._send("Heartbeat", request)
             except KafkaError:
                 continue  # the coordinator is found again on the next one
+            if self.sensors is not None:
+                self.sensors.record_latency(self.sensors.heartbeat_latency, sent_ms)
             err = top_level_error(response)
             if err is None:
                 continue

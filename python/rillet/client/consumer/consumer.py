@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 from rillet._core import ConsumerRecord
 from rillet.client.cluster import ClusterMetadata
@@ -34,7 +34,9 @@ from rillet.client.consumer.fetcher import Deserializer, Fetcher
 from rillet.client.consumer.group import ConsumerGroupMember
 from rillet.client.consumer.listener import ConsumerRebalanceListener
 from rillet.client.consumer.member_base import CommitCallback, GroupMemberBase
+from rillet.client.consumer.metrics import ConsumerCoordinatorMetrics, FetchManagerMetrics
 from rillet.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState
+from rillet.client.metrics import METRICS_DEFAULTS, KafkaMetric, MetricName, metrics_from_config
 from rillet.client.security import SECURITY_DEFAULTS, client_tls
 from rillet.errors import (
     IllegalStateError,
@@ -103,6 +105,8 @@ class Consumer:
         # "grpc" insist on one. Group and offset calls go over gRPC either way (through a
         # Kafka listener's relay).
         "transport": "auto",
+        # metrics(): metrics_enabled, metrics_num_samples, metrics_sample_window_ms.
+        **METRICS_DEFAULTS,
         **SECURITY_DEFAULTS,
     }
 
@@ -179,6 +183,7 @@ class Consumer:
             client_tls(c),
         )
         self._subscriptions = SubscriptionState()
+        self._metrics = metrics_from_config(c)
         self._fetcher = Fetcher(
             c,
             self._cluster,
@@ -191,13 +196,22 @@ class Consumer:
             reset_default=_RESET.get(reset),
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
+            metrics=None if self._metrics is None else FetchManagerMetrics(self._metrics),
         )
         self._wakeup = threading.Event()
         self._closed = False
         self._group: GroupMemberBase | None = None
         if group_id is not None:
             member = ClassicGroupMember if protocol == "classic" else ConsumerGroupMember
-            self._group = member(c, self._cluster, self._subscriptions, self._wakeup)
+            subscriptions = self._subscriptions  # not self: the consumer stays acyclic
+            sensors = (
+                None
+                if self._metrics is None
+                else ConsumerCoordinatorMetrics(
+                    self._metrics, lambda: len(subscriptions.assignment)
+                )
+            )
+            self._group = member(c, self._cluster, self._subscriptions, self._wakeup, sensors)
         if names:
             self.subscribe(names)
 
@@ -467,6 +481,24 @@ class Consumer:
         if found is None:
             return None
         return found if metadata else found.offset
+
+    # -- metrics ---------------------------------------------------------------------------
+
+    @overload
+    def metrics(self, raw: Literal[False] = False) -> dict[str, dict[str, float]] | None: ...
+    @overload
+    def metrics(self, raw: Literal[True]) -> dict[MetricName, KafkaMetric] | None: ...
+    def metrics(self, raw: bool = False) -> Any:
+        """The consumer's metrics now, as kafka-python's ``metrics()``: by group
+        (``consumer-fetch-manager-metrics``, and ``consumer-coordinator-metrics`` with a
+        ``group_id``) and name (Kafka's: ``records-consumed-total``, ``records-lag-max``,
+        ``fetch-latency-avg``, ``commit-rate``, ...; :mod:`rillet.client.consumer.metrics`
+        lists them). Rates are per second over ``metrics_num_samples`` windows of
+        ``metrics_sample_window_ms``. With ``raw``, each metric object by name; None with
+        ``metrics_enabled=False``."""
+        if self._metrics is None:
+            return None
+        return self._metrics.metrics if raw else self._metrics.snapshot()
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ thread safe: the consumer's thread only (gRPC completes the futures on its own t
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import threading
@@ -40,6 +41,7 @@ from rillet._core import (
     kafka_decode_fetch_response,
 )
 from rillet.client.cluster import ClusterMetadata, FetchedResponse
+from rillet.client.consumer.metrics import FetchManagerMetrics
 from rillet.client.consumer.subscription import PartitionState, SubscriptionState
 from rillet.errors import (
     CorruptRecordError,
@@ -75,6 +77,21 @@ class _InFlightFetch:
     future: FetchFuture
     # Each partition's generation when the fetch went out.
     generations: dict[TopicPartition, int] = field(default_factory=dict)
+    # For fetch-latency, with metrics on.
+    timing: _FetchTiming | None = None
+
+
+class _FetchTiming:
+    """When a fetch went out and when its answer came, on the metrics' clock (``done_ms``
+    is stamped by the thread completing the future; 0 until then). The future's callback
+    holds this and not the fetch, which holds the future: a cycle would keep each response
+    alive until the garbage collector ran."""
+
+    __slots__ = ("done_ms", "sent_ms")
+
+    def __init__(self, sent_ms: float) -> None:
+        self.sent_ms = sent_ms
+        self.done_ms = 0.0
 
 
 class Fetcher:
@@ -91,6 +108,7 @@ class Fetcher:
         reset_default: int | None,
         key_deserializer: Deserializer | None,
         value_deserializer: Deserializer | None,
+        metrics: FetchManagerMetrics | None = None,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -103,6 +121,10 @@ class Fetcher:
         self._in_flight: dict[int, _InFlightFetch] = {}
         self._fetch_ids = itertools.count()
         self._next_partition = 0
+        self.sensors = metrics
+        # A partition's lag is to its last stable offset under read_committed (Kafka's
+        # SubscriptionState.partitionLag).
+        self._lag_to_lso = isolation_level == fetch_pb2.ISOLATION_LEVEL_READ_COMMITTED
 
     def _retry_backoff_s(self) -> float:
         return float(self.config["retry_backoff_ms"]) / 1000
@@ -227,6 +249,10 @@ class Fetcher:
             return out
         start = self._next_partition % len(tps)
         self._next_partition += 1
+        wanted = limit
+        sensors = self.sensors
+        lag_to_lso = self._lag_to_lso
+        lag = -1
         for tp in tps[start:] + tps[:start]:
             if limit <= 0:
                 break
@@ -245,6 +271,12 @@ class Fetcher:
             if taken[-1].leader_epoch is not None:
                 state.last_epoch = taken[-1].leader_epoch
             limit -= len(taken)
+            if sensors is not None:  # the lag (inline: this is the hot path)
+                end = state.high_watermark
+                if lag_to_lso and state.last_stable_offset >= 0:
+                    end = state.last_stable_offset
+                if end >= 0 and end - state.position > lag:
+                    lag = end - state.position
             if self.key_deserializer is not None or self.value_deserializer is not None:
                 for r in taken:
                     if self.key_deserializer is not None:
@@ -252,7 +284,20 @@ class Fetcher:
                     if self.value_deserializer is not None:
                         r.value = self.value_deserializer(r.value)
             out[tp] = taken
+        if sensors is not None and limit < wanted:
+            # Counted only: FetchManagerMetrics.flush records them.
+            sensors.consumed += wanted - limit
+            if lag > sensors.lag:
+                sensors.lag = lag
         return out
+
+    def _lag(self, state: PartitionState) -> int:
+        """How far the position is behind the end of what can be read (-1: not known)."""
+        assert state.position is not None
+        end = state.high_watermark
+        if self._lag_to_lso and state.last_stable_offset >= 0:
+            end = state.last_stable_offset
+        return end - state.position if end >= 0 else -1
 
     def _decode_more(self, tp: TopicPartition, state: PartitionState, limit: int) -> bool:
         """Decode buffered batch bytes until some records are at or past the position
@@ -350,9 +395,12 @@ class Fetcher:
                 state.fetching = True
                 generations[tp] = state.generation
             fetch_id = next(self._fetch_ids)
-            self._in_flight[fetch_id] = _InFlightFetch(
+            f = self._in_flight[fetch_id] = _InFlightFetch(
                 fetch_id, address, offsets, future, generations
             )
+            if self.sensors is not None:
+                f.timing = _FetchTiming(self.sensors.metrics.clock())
+                future.add_done_callback(functools.partial(_stamp_done, f.timing, self.sensors))
 
     def _fetch_partition(self, tp: TopicPartition, offset: int) -> fetch_pb2.FetchRequest.Partition:
         out = fetch_pb2.FetchRequest.Partition(
@@ -456,10 +504,17 @@ class Fetcher:
             with contextlib.suppress(KafkaError):
                 self.cluster.refresh({tp.topic for tp in f.offsets})
             return
+        sensors = self.sensors
+        if sensors is not None:
+            now = sensors.metrics.clock()
+            if f.timing is not None:
+                sensors.fetch_latency.record((f.timing.done_ms or now) - f.timing.sent_ms, now)
         err = error_from_wire(view.error_code, view.error_message)
         if err is not None:
             raise err
         stale_metadata: set[str] = set()
+        fetched_bytes = 0
+        lag = -1
         for p in view.partitions:
             tp = TopicPartition(p.topic, p.partition)
             state = assignment.get(tp)
@@ -480,6 +535,10 @@ class Fetcher:
                     self._diverged(tp, state, *p.diverging_epoch)
                 continue
             state.high_watermark = p.high_watermark
+            state.last_stable_offset = p.last_stable_offset
+            fetched_bytes += p.records_end - p.records_start
+            if p.records_end == p.records_start and fetched_at == state.position:
+                lag = max(lag, self._lag(state))  # nothing more to read: caught up, or not
             if p.records_end > p.records_start:
                 # read_committed: the aborted transactions the batches overlap (Kafka's
                 # CompletedFetch), dropped in Rust as they are decoded.
@@ -489,6 +548,11 @@ class Fetcher:
                     else None
                 )
                 state.add_fetched(data, p.records_start, p.records_end, p.next_offset, aborted)
+        if sensors is not None:
+            sensors.bytes_fetched.record(fetched_bytes, now)
+            if lag > sensors.lag:
+                sensors.lag = lag
+            sensors.flush(now)
         if stale_metadata:
             with contextlib.suppress(KafkaError):
                 self.cluster.refresh(stale_metadata)
@@ -542,6 +606,11 @@ class Fetcher:
         for f in self._in_flight.values():
             f.future.cancel()
         self._in_flight.clear()
+
+
+def _stamp_done(timing: _FetchTiming, sensors: FetchManagerMetrics, _future: object) -> None:
+    """When a fetch's answer came (on the thread completing its future)."""
+    timing.done_ms = sensors.metrics.clock()
 
 
 def _by_topic(offsets: Mapping[TopicPartition, int]) -> dict[str, list[tuple[int, int]]]:

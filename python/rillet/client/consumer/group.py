@@ -18,6 +18,7 @@ from rillet.client.consumer.heartbeat import HeartbeatThread
 from rillet.client.consumer.listener import ConsumerRebalanceListener
 from rillet.client.consumer.member_base import GroupMemberBase, show
 from rillet.client.consumer.membership import ConsumerMembership, MemberState
+from rillet.client.consumer.metrics import ConsumerCoordinatorMetrics
 from rillet.client.consumer.subscription import SubscriptionState
 from rillet.errors import KafkaError
 from rillet.types import TopicPartition
@@ -36,8 +37,9 @@ class ConsumerGroupMember(GroupMemberBase):
         cluster: ClusterMetadata,
         subscriptions: SubscriptionState,
         wakeup: threading.Event,
+        sensors: ConsumerCoordinatorMetrics | None = None,
     ) -> None:
-        super().__init__(config, cluster, subscriptions)
+        super().__init__(config, cluster, subscriptions, sensors)
         self.membership = ConsumerMembership(
             self.group_id,
             rebalance_timeout_ms=int(config["max_poll_interval_ms"]),
@@ -46,7 +48,12 @@ class ConsumerGroupMember(GroupMemberBase):
             server_assignor=config["group_remote_assignor"],
         )
         self.heartbeat = HeartbeatThread(
-            self.membership, self.client, self.lock, int(config["retry_backoff_ms"]), wakeup
+            self.membership,
+            self.client,
+            self.lock,
+            int(config["retry_backoff_ms"]),
+            wakeup,
+            sensors,
         )
         self.heartbeat.start()
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from rillet.client.consumer.group_client import GroupClient, top_level_error
 from rillet.client.consumer.membership import ConsumerMembership, HeartbeatResponse
+from rillet.client.consumer.metrics import ConsumerCoordinatorMetrics
 from rillet.errors import KafkaError
 from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc
 from rillet.protocol.group import heartbeat_request_to_pb, heartbeat_response_from_pb
@@ -33,6 +34,7 @@ class HeartbeatThread(threading.Thread):
         lock: threading.Condition,
         retry_backoff_ms: int,
         on_change: threading.Event,
+        sensors: ConsumerCoordinatorMetrics | None = None,
     ) -> None:
         super().__init__(name=f"rillet-heartbeat-{membership.group_id}", daemon=True)
         self.membership = membership
@@ -40,6 +42,7 @@ class HeartbeatThread(threading.Thread):
         self.lock = lock
         self.retry_backoff_ms = retry_backoff_ms
         self.on_change = on_change
+        self.sensors = sensors
         self._stopping = False
 
     def stop(self, timeout_s: float) -> None:
@@ -60,10 +63,14 @@ class HeartbeatThread(threading.Thread):
                     return
                 request = heartbeat_request_to_pb(m.heartbeat_request())
             response: HeartbeatResponse | None = None
+            sensors = self.sensors
+            sent_ms = sensors.heartbeat_sent() if sensors is not None else 0.0
             try:
                 response = self._send(request)
             except KafkaError:
                 response = None
+            if response is not None and sensors is not None:
+                sensors.record_latency(sensors.heartbeat_latency, sent_ms)
             with self.lock:
                 now = monotonic_ms()
                 if response is None:

@@ -16,6 +16,7 @@ from typing import Any
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.consumer.group_client import GroupClient
 from rillet.client.consumer.listener import ConsumerRebalanceListener
+from rillet.client.consumer.metrics import ConsumerCoordinatorMetrics
 from rillet.client.consumer.offsets import OffsetsClient
 from rillet.client.consumer.subscription import SubscriptionState
 from rillet.errors import KafkaError, StaleMemberEpochError
@@ -37,8 +38,10 @@ class GroupMemberBase(ABC):
         config: Mapping[str, Any],
         cluster: ClusterMetadata,
         subscriptions: SubscriptionState,
+        sensors: ConsumerCoordinatorMetrics | None = None,
     ) -> None:
         self.group_id = str(config["group_id"])
+        self.sensors = sensors
         self.cluster = cluster
         self.subscriptions = subscriptions
         self.client = GroupClient(
@@ -51,6 +54,7 @@ class GroupMemberBase(ABC):
             # A read_committed consumer waits for offsets an open transaction will commit
             # (KIP-447's require_stable) rather than reading past them.
             require_stable=config.get("isolation_level") == "read_committed",
+            sensors=sensors,
         )
         self.auto_commit = bool(config["enable_auto_commit"])
         self.auto_commit_interval_s = int(config["auto_commit_interval_ms"]) / 1000

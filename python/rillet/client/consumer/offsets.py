@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from rillet.client.consumer.group_client import GroupClient
+from rillet.client.consumer.metrics import ConsumerCoordinatorMetrics
 from rillet.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -45,8 +46,10 @@ class OffsetsClient:
         timeout_ms: int,
         *,
         require_stable: bool = False,
+        sensors: ConsumerCoordinatorMetrics | None = None,
     ) -> None:
         self.client = client
+        self.sensors = sensors
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.timeout_s = timeout_ms / 1000
         self.require_stable = require_stable
@@ -88,10 +91,15 @@ class OffsetsClient:
             self.client.group_id, offsets, member_id, epoch, instance_id
         )
 
+        sensors = self.sensors
+
         def attempt() -> dict[TopicPartition, KafkaError | None]:
+            sent_ms = sensors.metrics.clock() if sensors is not None else 0.0
             response = self.client.call(
                 lambda stub, t, md: stub.OffsetCommit(request, timeout=t, metadata=md)
             )
+            if sensors is not None:
+                sensors.record_latency(sensors.commit_latency, sent_ms)
             return partition_errors_from_pb(response.topics)
 
         self._retrying(attempt)

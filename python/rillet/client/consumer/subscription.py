@@ -57,6 +57,7 @@ class PartitionState:
     # position, so the leader can say where its log diverged; None after a seek or reset.
     last_epoch: int | None = None
     high_watermark: int = -1
+    last_stable_offset: int = -1
     fetching: bool = False  # a fetch for this partition is in flight
     retry_at: float = 0.0  # after an error: no fetch before this time.monotonic()
 

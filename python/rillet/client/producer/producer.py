@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import grpc
 
@@ -29,6 +29,7 @@ from rillet._core import RecordAccumulator
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.futures import FutureRecordMetadata, ProduceRequestResult
+from rillet.client.metrics import METRICS_DEFAULTS, KafkaMetric, MetricName, metrics_from_config
 from rillet.client.producer.idempotence import IdempotentState
 from rillet.client.producer.sender import Doorbell, Sender
 from rillet.client.producer.transactions import TransactionManager
@@ -97,6 +98,8 @@ class Producer:
         # serve, Kafka's protocol on a Kafka listener (faster: bench/README.md) and gRPC on a
         # gRPC listener; "kafka" or "grpc" insist on one.
         "transport": "auto",
+        # metrics(): metrics_enabled, metrics_num_samples, metrics_sample_window_ms.
+        **METRICS_DEFAULTS,
         **SECURITY_DEFAULTS,
     }
 
@@ -140,6 +143,7 @@ class Producer:
             or self._value_serializer
             or self._partitioner_fn
         )
+        self._metrics = metrics_from_config(c)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         doorbell = Doorbell(self._wake)
@@ -186,6 +190,7 @@ class Producer:
             self._init_producer_id if self._idempotent and self._txn is None else None,
             self._txn,
             doorbell,
+            self._metrics,
         )
         self._closed = False
         self._sender_thread = threading.Thread(
@@ -259,7 +264,6 @@ class Producer:
             )
         elif timestamp_ms is not None:
             timestamp_ms = int(timestamp_ms)
-        deadline = None
         while True:
             outcome = self._append(topic, key, value, headers, partition, timestamp_ms)
             if type(outcome) is FutureRecordMetadata:
@@ -269,16 +273,41 @@ class Producer:
             if outcome == RecordAccumulator.NEEDS_METADATA:
                 self._load_topic(topic)
                 continue
-            # BUFFER_FULL: wait for sent batches to give memory back, up to max.block.ms.
-            if deadline is None:
-                deadline = time.monotonic() + self.config["max_block_ms"] / 1000
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise KafkaTimeoutError(
-                    f"Failed to allocate memory within the configured max blocking time "
-                    f"{self.config['max_block_ms']} ms."
-                )
-            self._sender.wait_for_memory(min(remaining, 0.05))
+            return self._send_when_memory(topic, key, value, headers, partition, timestamp_ms)
+
+    def _send_when_memory(
+        self,
+        topic: str,
+        key: Any,
+        value: Any,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> FutureRecordMetadata:
+        """The buffer is full: wait for sent batches to give memory back, up to
+        ``max_block_ms`` (the wait is ``bufferpool-wait-time-ns-total``)."""
+        started_ns = time.monotonic_ns()
+        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"Failed to allocate memory within the configured max blocking time "
+                        f"{self.config['max_block_ms']} ms."
+                    )
+                self._sender.wait_for_memory(min(remaining, 0.05))
+                outcome = self._append(topic, key, value, headers, partition, timestamp_ms)
+                if type(outcome) is FutureRecordMetadata:
+                    if self._interceptors:
+                        outcome.produce_result.futures.append(outcome)
+                    return outcome
+                if outcome == RecordAccumulator.NEEDS_METADATA:
+                    self._load_topic(topic)
+        finally:
+            sensors = self._sender.sensors
+            if sensors is not None:
+                sensors.bufferpool_wait.record(time.monotonic_ns() - started_ns)
 
     def _before_send(
         self,
@@ -356,6 +385,22 @@ class Producer:
                     -1, -1, -1, KafkaError("the producer was closed before the record was sent")
                 )
             self._cluster.close()
+
+    @overload
+    def metrics(self, raw: Literal[False] = False) -> dict[str, dict[str, float]] | None: ...
+    @overload
+    def metrics(self, raw: Literal[True]) -> dict[MetricName, KafkaMetric] | None: ...
+    def metrics(self, raw: bool = False) -> Any:
+        """The producer's metrics now, as kafka-python's ``metrics()``: by group
+        (``producer-metrics``, ``producer-topic-metrics.<topic>``,
+        ``producer-node-metrics.node-<id>``) and name (Kafka's: ``record-send-rate``,
+        ``record-send-total``, ``request-latency-avg``, ...;
+        :mod:`rillet.client.producer.metrics` lists them). Rates are per second over
+        ``metrics_num_samples`` windows of ``metrics_sample_window_ms``. With ``raw``, each
+        metric object by name; None with ``metrics_enabled=False``."""
+        if self._metrics is None:
+            return None
+        return self._metrics.metrics if raw else self._metrics.snapshot()
 
     # -- transactions ----------------------------------------------------------------------
 

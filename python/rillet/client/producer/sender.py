@@ -40,7 +40,9 @@ from rillet._core import (
 )
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.futures import ProduceRequestResult
+from rillet.client.metrics import Metrics
 from rillet.client.producer.idempotence import IdempotentState
+from rillet.client.producer.metrics import SenderMetrics
 from rillet.client.producer.transactions import TransactionManager
 from rillet.errors import (
     KafkaError,
@@ -139,6 +141,7 @@ class Sender:
         init_producer_id: Callable[[], tuple[int, int]] | None,
         transactions: TransactionManager | None,
         doorbell: Doorbell,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self._doorbell = doorbell
@@ -172,6 +175,17 @@ class Sender:
         self.closed = False
         # A fatal error (InitProducerId refused): every batch fails with it.
         self.fatal: KafkaError | None = None
+        self.sensors = (
+            None
+            if metrics is None
+            else SenderMetrics(
+                metrics,
+                accumulator,
+                cluster,
+                int(config["buffer_memory"]),
+                lambda: self._in_flight_requests,
+            )
+        )
 
     # -- memory ----------------------------------------------------------------------------
 
@@ -471,6 +485,7 @@ class Sender:
             by_leader[address].append(b)
         timeout_ms = int(self.config["request_timeout_ms"])
         transactional_id = None if self._txn is None else self._txn.transactional_id
+        sensors = self.sensors
         for address, group in by_leader.items():
             # A partition's batches (a retry first, then newer ones) go one after the other
             # in its one entry: a request names each partition once.
@@ -483,6 +498,10 @@ class Sender:
                 self._in_flight_requests += 1
                 for b in group:
                     self._on_wire[b.slot] += 1
+            sent_ms = -1.0
+            if sensors is not None:
+                sent_ms = sensors.metrics.clock()
+                sensors.record_request(sensors.node(address), group, now_ms(), sent_ms)
             # The request's wire bytes come from Rust, one copy of each batch, and are sent
             # as they are. A transactional producer names its transactional id, so that a
             # partition leader can verify with the coordinator before the transaction's
@@ -494,7 +513,7 @@ class Sender:
                     functools.partial(
                         self._encode_kafka, self._acks, timeout_ms, entries, transactional_id
                     ),
-                    functools.partial(self._on_kafka_response, address, group),
+                    functools.partial(self._on_kafka_response, address, group, sent_ms),
                     expect_response=self._acks != 0,
                 )
                 continue
@@ -502,7 +521,9 @@ class Sender:
             future = self._cluster.produce_call(address).future(
                 request, timeout=timeout_ms / 1000 + 5
             )
-            future.add_done_callback(functools.partial(self._on_grpc_response, address, group))
+            future.add_done_callback(
+                functools.partial(self._on_grpc_response, address, group, sent_ms)
+            )
 
     def _encode_kafka(
         self,
@@ -523,7 +544,9 @@ class Sender:
             transactional_id,
         )
 
-    def _on_grpc_response(self, address: str, group: list[InFlightBatch], future: Any) -> None:
+    def _on_grpc_response(
+        self, address: str, group: list[InFlightBatch], sent_ms: float, future: Any
+    ) -> None:
         """Runs on a gRPC thread when a ProduceRequest is answered (or fails)."""
         try:
             response = future.result()
@@ -531,6 +554,7 @@ class Sender:
             error = KafkaTimeoutError(f"produce to {address} failed: {e.code()}")
             self._on_results(group, {}, error)
             return
+        self._record_response(address, sent_ms)
         results: dict[TopicPartition, PartitionResult] = {
             TopicPartition(t.name, p.partition): p for t in response.topics for p in t.partitions
         }
@@ -540,6 +564,7 @@ class Sender:
         self,
         address: str,
         group: list[InFlightBatch],
+        sent_ms: float,
         body: dict[str, Any] | None,
         error: KafkaError | None,
     ) -> None:
@@ -549,6 +574,7 @@ class Sender:
         if error is None and body is None:
             results = {b.tp: _UNACKNOWLEDGED for b in group}
         elif body is not None:
+            self._record_response(address, sent_ms)
             results = {
                 TopicPartition(t["name"], p["index"]): _KafkaPartitionResult(
                     p["error_code"],
@@ -561,6 +587,12 @@ class Sender:
                 for p in t["partition_responses"]
             }
         self._on_results(group, results, error)
+
+    def _record_response(self, address: str, sent_ms: float) -> None:
+        sensors = self.sensors
+        if sensors is not None:
+            now = sensors.metrics.clock()
+            sensors.record_response(sensors.node(address), now - sent_ms, now)
 
     def _on_results(
         self,
@@ -644,6 +676,8 @@ class Sender:
     def _fail(self, b: InFlightBatch, err: BaseException) -> None:
         self._accumulator.release(b.reserved)
         self._notify_memory()
+        if self.sensors is not None:
+            self.sensors.record_errors(b.tp.topic, b.count)
         if self._idem is not None and b.base_sequence >= 0:
             with self._lock:
                 self._idem.on_failed()
@@ -667,6 +701,8 @@ class Sender:
             # never follow it, and the transaction can only be aborted.
             self._fail(b, err)
             return
+        if self.sensors is not None:
+            self.sensors.record_retries(b.tp.topic, b.count)
         # Leadership may have moved (or the leader died): the sender thread learns the
         # current leader before the retry goes out.
         b.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
