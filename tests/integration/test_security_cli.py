@@ -229,9 +229,11 @@ def test_scram_credentials_with_configs(secured: ServerProcess) -> None:
     assert missing.startswith(
         "Error retrieving SCRAM credential configs for user-principal 'bob': [RESOURCE_NOT_FOUND]"
     )
-    # Refused: more iterations than Kafka's maximum (by the broker), quotas (by the CLI).
+    # Refused: more iterations than Kafka's maximum (by the broker), SCRAM and quota configs
+    # together (by the CLI).
     r = rillet(*b, "--alter", "--user", "alice", "--add-config",
                "SCRAM-SHA-256=[iterations=100000,password=x]")  # fmt: skip
     assert r.returncode == 1 and "UNACCEPTABLE_CREDENTIAL" in r.stderr, r.stderr
-    r = rillet(*b, "--alter", "--user", "alice", "--add-config", "producer_byte_rate=1024")
-    assert r.returncode == 1 and "Rillet has no client quotas" in r.stderr
+    r = rillet(*b, "--alter", "--user", "alice", "--add-config",
+               "SCRAM-SHA-256=[password=x],producer_byte_rate=1024")  # fmt: skip
+    assert r.returncode == 1 and "not together with quota configs" in r.stderr, r.stderr

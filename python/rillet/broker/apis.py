@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from rillet.broker.controller_channel import ControllerChannel
 from rillet.broker.metrics import BrokerMetrics
+from rillet.broker.quotas import BrokerQuotas
 from rillet.broker.replica_manager import (
     FetchedPartition,
     FetchPartition,
@@ -179,6 +180,8 @@ class BrokerApis:
         self.txn_verifier = txn_verifier
         # The node's metrics (bytes and records in and out), when it exports them.
         self.metrics: BrokerMetrics | None = None
+        # Client quotas, enforced by the transports (None: no client is ever throttled).
+        self.quotas: BrokerQuotas | None = None
 
     @property
     def controller_id(self) -> int:

@@ -1,7 +1,8 @@
 """The broker's one way to the active controller (Kafka's NodeToControllerChannelManager):
 registration and heartbeats, ISR changes (AlterPartition), blocks of producer ids
 (AllocateProducerIds, KIP-730), and the admin requests a broker forwards (create/delete
-topics, create partitions, alter configs, auto topic creation, ACLs, SCRAM credentials).
+topics, create partitions, alter configs, auto topic creation, ACLs, SCRAM credentials,
+client quotas).
 
 Every method raises a :class:`~rillet.errors.KafkaError` when the request as a whole
 fails (NOT_CONTROLLER when there is no active controller to take it, say); per-item
@@ -27,6 +28,7 @@ from rillet.controller import (
     ProducerIdsBlock,
     TopicResult,
 )
+from rillet.controller.quotas import QuotaAlteration
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.controller.service import ControllerService
@@ -108,6 +110,12 @@ class ControllerChannel(Protocol):
         """AlterUserScramCredentials: one result per user."""
         ...
 
+    async def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool
+    ) -> list[KafkaError | None]:
+        """AlterClientQuotas: one result per alteration."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -180,6 +188,11 @@ class InProcessControllerChannel:
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> list[tuple[str, KafkaError | None]]:
         return await self.service.alter_user_scram_credentials(deletions, upsertions)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool
+    ) -> list[KafkaError | None]:
+        return await self.service.alter_client_quotas(alterations, validate_only)
 
     async def close(self) -> None:
         pass

@@ -1,6 +1,7 @@
 """The broker's security admin handlers, free of any transport: ACLs (DescribeAcls from the
-broker's metadata image; CreateAcls and DeleteAcls forwarded to the active controller) and
+broker's metadata image; CreateAcls and DeleteAcls forwarded to the active controller),
 SCRAM credentials (DescribeUserScramCredentials from the image, AlterUserScramCredentials
+forwarded), client quotas (DescribeClientQuotas from the image, AlterClientQuotas
 forwarded), and the credential lookup a SCRAM listener authenticates against.
 
 Without an authorizer the ACL requests are answered SECURITY_DISABLED, as Kafka answers them
@@ -9,14 +10,17 @@ Without an authorizer the ACL requests are answered SECURITY_DISABLED, as Kafka 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rillet.broker.authorizer import BrokerAuthorizer
 from rillet.broker.controller_channel import ControllerChannel
+from rillet.broker.quotas import QuotaFilterComponent, describe_client_quotas
+from rillet.controller.quotas import QuotaAlteration
 from rillet.controller.scram import ScramDeletion, ScramUpsertion, users_named
 from rillet.errors import KafkaError, ResourceNotFoundError, SecurityDisabledError
 from rillet.metadata.image import MetadataImage
+from rillet.metadata.records import QuotaEntity
 from rillet.security.acls import AclBinding, AclBindingFilter
 from rillet.security.scram import ScramCredential, ScramMechanism
 
@@ -117,6 +121,26 @@ class SecurityApis:
             return await self.channel.alter_user_scram_credentials(deletions, upsertions)
         except KafkaError as e:
             return [(u, e) for u in users_named(deletions, upsertions)]
+
+    # -- client quotas ---------------------------------------------------------------------
+
+    def describe_client_quotas(
+        self, components: Sequence[QuotaFilterComponent], strict: bool
+    ) -> list[tuple[QuotaEntity, Mapping[str, float]]] | KafkaError:
+        try:
+            return describe_client_quotas(self.image(), components, strict)
+        except KafkaError as e:
+            return e
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool
+    ) -> list[KafkaError | None]:
+        if not alterations:
+            return []
+        try:
+            return await self.channel.alter_client_quotas(alterations, validate_only)
+        except KafkaError as e:
+            return [e] * len(alterations)
 
     def scram_credential(self, mechanism: str, username: str) -> ScramCredential | None:
         """The credential a SCRAM listener checks ``username`` against, from the image."""

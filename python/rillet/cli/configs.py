@@ -1,5 +1,5 @@
-"""``rillet configs``: Kafka's ``kafka-configs.sh`` for topics, brokers and users' SCRAM
-credentials.
+"""``rillet configs``: Kafka's ``kafka-configs.sh`` for topics, brokers, users' SCRAM
+credentials and client quotas.
 
 ``--describe`` prints what Kafka's ConfigCommand prints::
 
@@ -25,14 +25,16 @@ credentials, as in Kafka: ``--add-config 'SCRAM-SHA-256=[iterations=8192,passwor
 (iterations default to 4096, Kafka's) salts and hashes the password here and sends only the
 result (AlterUserScramCredentials); ``--delete-config SCRAM-SHA-512`` deletes one;
 ``--describe`` prints ``SCRAM credential configs for user-principal 'alice' are
-SCRAM-SHA-256=iterations=8192`` for the user, or for every user with a credential. Kafka's
-user quota configs (``producer_byte_rate``, ...) are refused: Rillet has no client quotas.
+SCRAM-SHA-256=iterations=8192`` for the user, or for every user with a credential. Users and
+client ids (``--entity-type clients``, ``--client``), alone or together, and their defaults
+have client quotas (:mod:`rillet.cli.quota_configs`).
 
-Only topics, brokers and users have configs here. ``--entity-default``/``--broker-defaults``
-(the cluster-wide broker default) are refused: the AdminService reports cluster-default values
-as if they were the broker's own (no DYNAMIC_DEFAULT_BROKER_CONFIG), so they could not be shown
-truthfully; users have no default SCRAM credentials (Kafka refuses them too). Describing every
-broker prints one section per broker and no default section.
+Only topics, brokers, users and clients have configs here. For brokers,
+``--entity-default``/``--broker-defaults`` (the cluster-wide broker default) are refused: the
+AdminService reports cluster-default values as if they were the broker's own (no
+DYNAMIC_DEFAULT_BROKER_CONFIG), so they could not be shown truthfully; users have no default
+SCRAM credentials (Kafka refuses them too). Describing every broker prints one section per
+broker and no default section.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from rillet.cli.common import add_admin_config, add_bootstrap, admin_client
+from rillet.cli.quota_configs import (
+    CLIENTS,
+    QUOTA_KEYS,
+    QuotaUsageError,
+    alter_quotas,
+    describe_quotas,
+    quota_alteration,
+)
 from rillet.client.admin import AdminClient, ConfigResource, ConfigResourceType
 from rillet.client.security_admin import (
     DEFAULT_SCRAM_ITERATIONS,
@@ -60,28 +70,22 @@ from rillet.metadata.topic_names import validate_topic_name
 from rillet.security.scram import MIN_ITERATIONS, ScramMechanism
 
 HELP = (
-    "Describe and alter the configs of topics and brokers, and users' SCRAM credentials "
+    "Describe and alter the configs of topics and brokers, users' SCRAM credentials and "
+    "client quotas "
     "(kafka-configs.sh)"
 )
 
 TOPICS = "topics"
 BROKERS = "brokers"
 USERS = "users"
-SUPPORTED_TYPES = (TOPICS, BROKERS, USERS)
+SUPPORTED_TYPES = (TOPICS, BROKERS, USERS, CLIENTS)
 # Kafka's other entity types: known, but they have no configs in Rillet.
-KAFKA_ONLY_TYPES = ("clients", "broker-loggers", "ips", "client-metrics", "groups")
+KAFKA_ONLY_TYPES = ("broker-loggers", "ips", "client-metrics", "groups")
 
 # The SCRAM mechanisms by the config names kafka-configs.sh gives them for users.
 SCRAM_CONFIGS: Mapping[str, ScramMechanism] = {
     m.mechanism_name: m for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
 }
-# Kafka's user and client quota configs: known, but Rillet has no quotas.
-QUOTA_CONFIGS = (
-    "producer_byte_rate",
-    "consumer_byte_rate",
-    "request_percentage",
-    "controller_mutation_rate",
-)
 
 # Where a value comes from, in the order Kafka lists a key's synonyms.
 BROKER_LEVELS = (
@@ -92,6 +96,8 @@ BROKER_LEVELS = (
 DEFAULT_LEVEL = "DEFAULT_CONFIG"
 
 Described = Mapping[str, tuple[str | None, str]]
+# An entity as given: (entity type, name; None for every one, "" for the default).
+Entity = tuple[str, str | None]
 Synonym = tuple[str, str, str | None]  # (source, name, value)
 
 
@@ -110,21 +116,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --describe: every config, including static ones and defaults",
     )
-    p.add_argument("--entity-type", metavar="TYPE", help="topics, brokers or users")
-    p.add_argument("--entity-name", metavar="NAME", help="a topic name, a broker id or a user name")
+    p.add_argument(
+        "--entity-type",
+        action="append",
+        metavar="TYPE",
+        help="topics, brokers, users or clients (users and clients may be given together)",
+    )
+    p.add_argument(
+        "--entity-name",
+        dest="entity_names",
+        action="append",
+        metavar="NAME",
+        help="a topic name, a broker id, a user name or a client id, for the --entity-type "
+        "before it",
+    )
     p.add_argument(
         "--entity-default",
-        action="store_true",
-        help="the cluster-wide broker default (not supported by Rillet)",
+        dest="entity_names",
+        action="append_const",
+        const="",
+        help="the default user or client id (quotas); the cluster-wide broker default is not "
+        "supported by Rillet",
     )
     p.add_argument("--topic", metavar="NAME", help="the topic (= --entity-type topics ...)")
     p.add_argument("--broker", metavar="ID", help="the broker (= --entity-type brokers ...)")
     p.add_argument("--user", metavar="NAME", help="the user (= --entity-type users ...)")
+    p.add_argument("--client", metavar="ID", help="the client id (= --entity-type clients ...)")
     p.add_argument(
         "--broker-defaults",
         action="store_true",
         help="the cluster-wide broker default (not supported by Rillet)",
     )
+    p.add_argument("--user-defaults", action="store_true", help="the default user (quotas)")
+    p.add_argument("--client-defaults", action="store_true", help="the default client id (quotas)")
     p.add_argument(
         "--add-config",
         metavar="K=V,...",
@@ -180,56 +204,63 @@ def validate_keys(names: Sequence[str]) -> None:
             raise UsageError(f"Invalid character found for config key: {name}")
 
 
-def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
-    """``(entity type, entity name or None for all)`` from ``--entity-type/--entity-name`` or
-    the shortcuts ``--topic``/``--broker``/``--user``; refuses what Kafka refuses, and what
-    Rillet lacks."""
-    shortcuts = [(TOPICS, args.topic), (BROKERS, args.broker), (USERS, args.user)]
-    given = [(t, n) for t, n in shortcuts if n is not None]
+def resolve_entities(args: argparse.Namespace) -> list[Entity]:
+    """The entities named, as ``(entity type, name)``: a name of None means every entity of
+    the type, "" the type's default. From ``--entity-type``/``--entity-name``/
+    ``--entity-default`` (in the order given) or the shortcuts (``--topic``, ``--broker``,
+    ``--user``, ``--client``, ``--broker-defaults``, ``--user-defaults``,
+    ``--client-defaults``); refuses what Kafka refuses, and what Rillet lacks. Only a user
+    and a client id name one entity together (a client quota entity), users first."""
+    shortcuts = [
+        (TOPICS, args.topic),
+        (BROKERS, args.broker),
+        (USERS, "" if args.user_defaults else args.user),
+        (CLIENTS, "" if args.client_defaults else args.client),
+    ]
+    given: list[Entity] = [(t, n) for t, n in shortcuts if n is not None]
     if args.broker_defaults:
         given.append((BROKERS, ""))
-    generic = args.entity_type is not None or args.entity_name is not None or args.entity_default
-    if generic and given:
+    if args.user_defaults and args.user is not None:
+        raise UsageError("Only one of --user or --user-defaults may be specified")
+    if args.client_defaults and args.client is not None:
+        raise UsageError("Only one of --client or --client-defaults may be specified")
+    types, names = args.entity_type or [], args.entity_names or []
+    if (types or names) and given:
         raise UsageError(
             "--entity-{type,name,default} should not be used in conjunction with specific "
             "entity flags"
         )
-    if len(given) > 1:
-        raise UsageError(
-            "Only 'users' and 'clients' entity types may be specified together"
-            if len({t for t, _ in given}) > 1
-            else f"Duplicate entity type(s) specified: {given[0][0]}"
-        )
-    if given:
-        entity_type, name = given[0]
-    else:
-        if args.entity_type is None:
+    if not given:
+        if not types:
             raise UsageError("At least one entity type must be specified")
-        entity_type = args.entity_type
-        name = "" if args.entity_default else args.entity_name
-        if args.entity_default and args.entity_name is not None:
-            raise UsageError("Only one of --entity-name or --entity-default may be specified")
-    if entity_type in KAFKA_ONLY_TYPES:
-        raise UsageError(
-            f"--entity-type {entity_type} is not supported: Rillet has configs only for "
-            f"{' and '.join(SUPPORTED_TYPES)}"
-        )
-    if entity_type not in SUPPORTED_TYPES:
-        raise UsageError(
-            f"Invalid entity type {entity_type}, the entity type must be one of "
-            f"{', '.join(SUPPORTED_TYPES)} with a --bootstrap-server argument"
-        )
-    if name == "":
-        if entity_type == USERS:
+        if len(names) > len(types):
+            raise UsageError("Each --entity-name or --entity-default must follow an --entity-type")
+        given = [(t, names[i] if i < len(names) else None) for i, t in enumerate(types)]
+    kinds = [t for t, _ in given]
+    if len(set(kinds)) < len(kinds):
+        duplicated = next(t for t in kinds if kinds.count(t) > 1)
+        raise UsageError(f"Duplicate entity type(s) specified: {duplicated}")
+    if len(given) > 1 and set(kinds) != {USERS, CLIENTS}:
+        raise UsageError("Only 'users' and 'clients' entity types may be specified together")
+    for entity_type, _ in given:
+        if entity_type in KAFKA_ONLY_TYPES:
             raise UsageError(
-                "--entity-default for users is not supported: users have no default SCRAM "
-                "credentials, and Rillet has no user quotas"
+                f"--entity-type {entity_type} is not supported: Rillet has configs only for "
+                f"{', '.join(SUPPORTED_TYPES)}"
             )
-        if entity_type == TOPICS:
+        if entity_type not in SUPPORTED_TYPES:
             raise UsageError(
-                "--entity-default must not be specified with "
-                f"{'--describe' if args.describe else '--alter'} of topics"
+                f"Invalid entity type {entity_type}, the entity type must be one of "
+                f"{', '.join(SUPPORTED_TYPES)} with a --bootstrap-server argument"
             )
+    given.sort(key=lambda e: e[0] == CLIENTS)
+    entity_type, name = given[0]
+    if name == "" and entity_type == TOPICS:
+        raise UsageError(
+            "--entity-default must not be specified with "
+            f"{'--describe' if args.describe else '--alter'} of topics"
+        )
+    if name == "" and entity_type == BROKERS:
         raise UsageError(
             "--entity-default (the cluster-wide default broker config) is not supported: "
             "Rillet's AdminService does not report DYNAMIC_DEFAULT_BROKER_CONFIG values "
@@ -239,7 +270,7 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise UsageError(
             f"The entity name for brokers must be a valid integer broker id, but it is: {name}"
         )
-    return entity_type, name
+    return given
 
 
 # -- users' SCRAM credentials ---------------------------------------------------------------------
@@ -279,12 +310,6 @@ def user_alterations(
     upsertions); anything but a SCRAM mechanism is refused, Kafka's quota configs with a
     message of their own."""
     for names, verb in ((list(to_add), "added"), (to_delete, "deleted")):
-        quotas = [n for n in names if n in QUOTA_CONFIGS]
-        if quotas:
-            raise UsageError(
-                f"User quota configs cannot be {verb}: Rillet has no client quotas. "
-                f"Unexpected config names: {','.join(quotas)}"
-            )
         unknown = [n for n in names if n not in SCRAM_CONFIGS]
         if unknown:
             raise UsageError(
@@ -373,7 +398,8 @@ def _admin(args: argparse.Namespace) -> AdminClient:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        entity_type, name = resolve_entity(args)
+        entities = resolve_entities(args)
+        entity_type, name = entities[0]
         if args.describe:
             if args.add_config or args.add_config_file or args.delete_config:
                 flag = next(
@@ -398,19 +424,13 @@ def run(args: argparse.Namespace) -> int:
                 )
         if entity_type == TOPICS and name:
             validate_topic_name(name)
-        if entity_type == USERS and args.alter:
-            alterations = user_alterations(name or "", *_to_add_and_delete(args))
-            with _admin(args) as admin:
-                admin.alter_user_scram_credentials(alterations)
-            print(f"Completed updating config for user {name}.")
-            return 0
+        if entity_type in (USERS, CLIENTS):
+            return _users_and_clients(args, entities)
         with _admin(args) as admin:
-            if entity_type == USERS:
-                return _describe_users(admin, name)
             if args.describe:
                 return _describe(admin, entity_type, name, args.all)
             return _alter(admin, entity_type, name or "", args)
-    except UsageError as e:
+    except (UsageError, QuotaUsageError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
 
@@ -478,6 +498,38 @@ def _to_add_and_delete(args: argparse.Namespace) -> tuple[dict[str, str], list[s
         to_add.update(parse_add_config(args.add_config))
     validate_keys(list(to_add))
     return to_add, parse_delete_config(args.delete_config)
+
+
+def _users_and_clients(args: argparse.Namespace, entities: Sequence[Entity]) -> int:
+    """Users' SCRAM credentials and client quotas, as Kafka's ConfigCommand: a user alone
+    is altered with SCRAM configs or quota configs (not both at once); described, its
+    quotas come first, then its SCRAM credentials (not for a default user or with a
+    client id)."""
+    entity_type, name = entities[0]
+    scram = len(entities) == 1 and entity_type == USERS and name != ""
+    if args.alter:
+        to_add, to_delete = _to_add_and_delete(args)
+        names = [*to_add, *to_delete]
+        if scram and not any(n in QUOTA_KEYS for n in names):
+            alterations = user_alterations(name or "", to_add, to_delete)
+            with _admin(args) as admin:
+                admin.alter_user_scram_credentials(alterations)
+            print(f"Completed updating config for user {name}.")
+            return 0
+        if any(n in SCRAM_CONFIGS for n in names):
+            raise UsageError(
+                "SCRAM credential configs can be altered only for a user alone (not a default "
+                "user or a client id), and not together with quota configs"
+            )
+        alteration = quota_alteration(entities, to_add, to_delete)
+        with _admin(args) as admin:
+            alter_quotas(admin, entities, alteration)
+        return 0
+    with _admin(args) as admin:
+        describe_quotas(admin, entities)
+        if scram:
+            _describe_users(admin, name)
+    return 0
 
 
 def _describe_users(admin: AdminClient, name: str | None) -> int:

@@ -1,6 +1,7 @@
 """The AdminClient's security calls: ACLs (Kafka's ``Admin.createAcls``, ``describeAcls``,
-``deleteAcls``) and SCRAM credentials (``describeUserScramCredentials``,
-``alterUserScramCredentials``, KIP-554), each one AdminService request to the bootstrap
+``deleteAcls``), SCRAM credentials (``describeUserScramCredentials``,
+``alterUserScramCredentials``, KIP-554) and client quotas (``describeClientQuotas``,
+``alterClientQuotas``, KIP-546), each one AdminService request to the bootstrap
 server, which forwards changes to the active controller.
 
 As Kafka's admin client does, an upsertion of a SCRAM credential is salted and hashed here
@@ -16,10 +17,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rillet.broker.quotas import QuotaFilterComponent
+from rillet.controller.quotas import QuotaAlteration, entity_text
 from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.errors import KafkaError
+from rillet.metadata.records import QuotaEntity
 from rillet.protocol.errors import error_from_wire
-from rillet.protocol.gen.v1 import security_pb2
+from rillet.protocol.gen.v1 import quota_pb2, security_pb2
+from rillet.protocol.quotas import (
+    alter_quotas_request_to_pb,
+    alter_quotas_results_from_pb,
+    entity_from_pb,
+)
 from rillet.protocol.security import (
     acl_binding_from_pb,
     acl_binding_to_pb,
@@ -196,3 +205,40 @@ class SecurityAdmin(ABC):
             )
         )
         _raise_first({user: err for user, err in results if err is not None})
+
+    # -- client quotas -----------------------------------------------------------------------
+
+    def describe_client_quotas(
+        self, components: Sequence[QuotaFilterComponent] = (), strict: bool = False
+    ) -> list[tuple[QuotaEntity, dict[str, float]]]:
+        """The client quota entities ``components`` all match (Kafka's
+        ``describeClientQuotas``), each with its quotas; ``strict`` leaves out entities of
+        types no component names. An invalid filter raises (INVALID_REQUEST)."""
+        request = quota_pb2.DescribeClientQuotasRequest(strict=strict)
+        for c in components:
+            request.components.add(
+                entity_type=c.entity_type, match_type=c.match_type, match=c.match or ""
+            )
+        response = self._call("DescribeClientQuotas", request)
+        err = error_from_wire(response.error_code, response.error_message)
+        if err is not None:
+            raise err
+        return [(entity_from_pb(e.entity), dict(e.values)) for e in response.entries]
+
+    def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+    ) -> None:
+        """Set and remove client quotas (Kafka's ``alterClientQuotas``). Each entity's
+        changes succeed or fail together; a failure raises (with several, the message names
+        each entity)."""
+        if not alterations:
+            return
+        request = alter_quotas_request_to_pb(alterations, validate_only)
+        results = alter_quotas_results_from_pb(self._call("AlterClientQuotas", request))
+        _raise_first(
+            {
+                entity_text(a.entity): err
+                for a, err in zip(alterations, results, strict=False)
+                if err is not None
+            }
+        )

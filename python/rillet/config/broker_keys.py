@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rillet.config.authorizer_keys import AUTHORIZER_CONFIGS
+from rillet.config.authorizer_keys import AUTHORIZER_CONFIGS, QUOTA_CONFIGS
 from rillet.config.keys import (
     HOUR_MS,
     INT_MAX,
@@ -493,6 +493,7 @@ BROKER_CONFIGS.update(
 BROKER_CONFIGS.update(SSL_CONFIGS)
 BROKER_CONFIGS.update(SASL_CONFIGS)
 BROKER_CONFIGS.update(AUTHORIZER_CONFIGS)
+BROKER_CONFIGS.update(QUOTA_CONFIGS)
 
 # Keys that name behaviour Rillet does not have yet, with what they wait for. They are
 # accepted (a Kafka server.properties must load) but change nothing, so setting one is

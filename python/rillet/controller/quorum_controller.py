@@ -31,6 +31,7 @@ from rillet.controller import (
     elections,
     isr,
     producer_ids,
+    quotas,
     reassignment,
     scram,
     topics,
@@ -41,6 +42,7 @@ from rillet.controller.elections import ElectionResults, ElectionType
 from rillet.controller.elr import maintain_elr
 from rillet.controller.isr import AlterPartitionResult, AlterPartitionState
 from rillet.controller.producer_ids import ProducerIdsBlock
+from rillet.controller.quotas import QuotaAlteration
 from rillet.controller.results import ControllerResult
 from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.controller.topics import CreatableTopic, TopicDefaults, TopicResult
@@ -281,3 +283,9 @@ class QuorumController:
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> ControllerResult[list[tuple[str, KafkaError | None]]]:
         return scram.alter_user_scram_credentials(self.image, deletions, upsertions)
+
+    def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+    ) -> ControllerResult[list[KafkaError | None]]:
+        result = quotas.alter_client_quotas(self.image, alterations)
+        return ControllerResult([], result.response) if validate_only else result

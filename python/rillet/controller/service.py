@@ -31,6 +31,7 @@ from rillet.controller import (
     TopicResult,
 )
 from rillet.controller.elections import ElectionResults, ElectionType
+from rillet.controller.quotas import QuotaAlteration
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.errors import KafkaError, NotControllerError
@@ -208,6 +209,11 @@ class ControllerService:
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> list[tuple[str, KafkaError | None]]:
         return await self._write(lambda c: c.alter_user_scram_credentials(deletions, upsertions))
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+    ) -> list[KafkaError | None]:
+        return await self._write(lambda c: c.alter_client_quotas(alterations, validate_only))
 
     # -- the quorum's callbacks ----------------------------------------------------------------
 

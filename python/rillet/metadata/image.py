@@ -22,6 +22,7 @@ from rillet.metadata.records import (
     NO_LEADER,
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -31,6 +32,7 @@ from rillet.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntity,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
@@ -171,6 +173,10 @@ class MetadataImage:
     scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # Client quotas: each entity's quota values by key (producer_byte_rate, say).
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -228,6 +234,7 @@ class MetadataDelta:
         self._next_producer_id = image.producer_ids.next_producer_id
         self._acls: dict[uuid.UUID, AccessControlEntryRecord] | None = None
         self._scram: dict[tuple[str, int], UserScramCredentialRecord] | None = None
+        self._quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self._snapshot_end: int | None = None
 
     @classmethod
@@ -245,6 +252,7 @@ class MetadataDelta:
         delta._configs = {key: {} for key in image.configs}
         delta._acls = {}
         delta._scram = {}
+        delta._quotas = {}
         return delta
 
     # -- replay --------------------------------------------------------------------------
@@ -335,6 +343,17 @@ class MetadataDelta:
                 self._mutable_scram()[(name, mechanism)] = record
             case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
                 self._mutable_scram().pop((name, mechanism), None)
+            case ClientQuotaRecord(entity=entity, key=key, value=value):
+                quotas = self._mutable_quotas()
+                values = dict(quotas.get(entity, {}))
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
+                if values:
+                    quotas[entity] = MappingProxyType(values)
+                else:
+                    quotas.pop(entity, None)
             case NoOpRecord():
                 pass
             case _:
@@ -361,6 +380,11 @@ class MetadataDelta:
         if self._scram is None:
             self._scram = dict(self.image.scram_credentials)
         return self._scram
+
+    def _mutable_quotas(self) -> dict[QuotaEntity, Mapping[str, float]]:
+        if self._quotas is None:
+            self._quotas = dict(self.image.client_quotas)
+        return self._quotas
 
     def _set_fenced(self, broker_id: int, epoch: int, fenced: bool) -> None:
         b = self._brokers.get(broker_id)
@@ -405,6 +429,9 @@ class MetadataDelta:
                 self.image.scram_credentials
                 if self._scram is None
                 else MappingProxyType(self._scram)
+            ),
+            client_quotas=(
+                self.image.client_quotas if self._quotas is None else MappingProxyType(self._quotas)
             ),
         )
 

@@ -16,6 +16,7 @@ __all__ = [
     "NO_LEADER",
     "AccessControlEntryRecord",
     "BrokerEndpoint",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "ConfigResourceType",
     "FeatureLevelRecord",
@@ -25,6 +26,7 @@ __all__ = [
     "PartitionChangeRecord",
     "PartitionRecord",
     "ProducerIdsRecord",
+    "QuotaEntity",
     "RegisterBrokerRecord",
     "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
@@ -197,6 +199,21 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+# A client quota entity (Kafka's ClientQuotaEntity): (entity type, name) pairs sorted by
+# type, each type one of "user", "client-id" and "ip", a name of None being that type's
+# default ("<default>" in the tools).
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class ClientQuotaRecord:
+    """One quota of a client entity was set to ``value``, or removed (``None``)."""
+
+    entity: QuotaEntity
+    key: str
+    value: float | None
+
+
 @dataclass(frozen=True)
 class NoOpRecord:
     """Written by a new controller to commit its epoch; changes nothing."""
@@ -218,5 +235,6 @@ MetadataRecord = (
     | RemoveAccessControlEntryRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
     | NoOpRecord
 )

@@ -20,11 +20,13 @@ from rillet._core import BatchBuilder, decode_batches
 from rillet.errors import KafkaStorageError
 from rillet.metadata.image import MetadataDelta, MetadataImage
 from rillet.metadata.records import (
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntity,
     RegisterBrokerRecord,
     TopicRecord,
 )
@@ -77,7 +79,15 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
             out.append(ConfigRecord(rtype, name, key, value))
     out.extend(image.scram_credentials[key] for key in sorted(image.scram_credentials))
     out.extend(image.acls[acl_id] for acl_id in sorted(image.acls))
+    for entity in sorted(image.client_quotas, key=_entity_key):
+        quotas = image.client_quotas[entity]
+        out.extend(ClientQuotaRecord(entity, key, quotas[key]) for key in sorted(quotas))
     return out
+
+
+def _entity_key(entity: QuotaEntity) -> tuple[tuple[str, bool, str], ...]:
+    """A quota entity's sort key (a default's name is None)."""
+    return tuple((kind, name is not None, name or "") for kind, name in entity)
 
 
 def image_from_records(

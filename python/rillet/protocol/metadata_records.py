@@ -13,6 +13,7 @@ from rillet.errors import CorruptRecordError
 from rillet.metadata.records import (
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -31,7 +32,7 @@ from rillet.metadata.records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
-from rillet.protocol.gen.v1 import common_pb2
+from rillet.protocol.gen.v1 import common_pb2, quota_pb2
 from rillet.protocol.gen.v1 import metadata_records_pb2 as pb
 from rillet.raft.log import Entry
 
@@ -172,6 +173,13 @@ def encode_record(record: MetadataRecord) -> bytes:
             m.remove_user_scram_credential.CopyFrom(
                 pb.RemoveUserScramCredentialRecord(name=record.name, mechanism=record.mechanism)
             )
+        case ClientQuotaRecord():
+            quota = m.client_quota
+            quota.key = record.key
+            quota.value = record.value or 0.0
+            quota.remove = record.value is None
+            for kind, name in record.entity:
+                quota.entity.add(entity_type=kind, entity_name=name or "", default=name is None)
         case NoOpRecord():
             m.no_op.CopyFrom(pb.NoOpRecord())
     return m.SerializeToString()
@@ -281,9 +289,20 @@ def decode_record(data: bytes) -> MetadataRecord:
     if kind == "remove_user_scram_credential":
         removed = m.remove_user_scram_credential
         return RemoveUserScramCredentialRecord(removed.name, removed.mechanism)
+    if kind == "client_quota":
+        return _client_quota(m.client_quota)
     if kind == "no_op":
         return NoOpRecord()
     raise CorruptRecordError(f"unsupported metadata record type {kind!r}")
+
+
+def _client_quota(quota: pb.ClientQuotaRecord) -> ClientQuotaRecord:
+    entity = tuple(_component(c) for c in quota.entity)
+    return ClientQuotaRecord(entity, quota.key, None if quota.remove else quota.value)
+
+
+def _component(c: quota_pb2.QuotaEntityComponent) -> tuple[str, str | None]:
+    return c.entity_type, None if c.default else c.entity_name
 
 
 def decode_entries(entries: Sequence[Entry]) -> list[tuple[int, MetadataRecord]]:

@@ -26,6 +26,7 @@ import dataclasses
 import itertools
 import logging
 import random
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from rillet.broker.lifecycle import BrokerLifecycle, BrokerLifecycleManager
 from rillet.broker.metadata_publisher import MetadataPublisher
 from rillet.broker.metrics import BrokerMetrics, NodeState
 from rillet.broker.producer_id_manager import ProducerIdManager
+from rillet.broker.quotas import BrokerQuotas, QuotaWindow
 from rillet.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from rillet.broker.replica_manager import ReplicaManager
 from rillet.broker.security_apis import SecurityApis
@@ -379,6 +381,11 @@ class RilletServer:
             lambda: self.publisher.image,
             self.channel,
             txn_verifier=verifier,
+        )
+        self.apis.quotas = BrokerQuotas(
+            lambda: self.publisher.image,
+            QuotaWindow(cfg["quota.window.num"], cfg["quota.window.size.seconds"]),
+            time.monotonic,
         )
         self.authorizer = broker_authorizer(cfg, lambda: self.publisher.image)
         self.security = SecurityApis(self.channel, lambda: self.publisher.image, self.authorizer)

@@ -509,19 +509,16 @@ def configs_args(*argv: str) -> argparse.Namespace:
 
 
 def test_users_entity_flags() -> None:
-    assert configs.resolve_entity(configs_args("--describe", "--user", "alice")) == (
-        "users",
-        "alice",
-    )
-    assert configs.resolve_entity(configs_args("--describe", "--entity-type", "users")) == (
-        "users",
-        None,
-    )
-    with pytest.raises(configs.UsageError, match="--entity-default for users is not supported"):
-        configs.resolve_entity(configs_args("--alter", "--entity-type", "users",
-                                            "--entity-default"))  # fmt: skip
-    with pytest.raises(configs.UsageError, match="not supported"):
-        configs.resolve_entity(configs_args("--describe", "--entity-type", "clients"))
+    assert configs.resolve_entities(configs_args("--describe", "--user", "alice")) == [
+        ("users", "alice")
+    ]
+    assert configs.resolve_entities(configs_args("--describe", "--entity-type", "users")) == [
+        ("users", None)
+    ]
+    # The default user has quotas, never SCRAM credentials.
+    assert configs.resolve_entities(
+        configs_args("--alter", "--entity-type", "users", "--entity-default")
+    ) == [("users", "")]
 
 
 @pytest.mark.parametrize(
@@ -560,8 +557,6 @@ def test_user_alterations() -> None:
         UserScramCredentialUpsertion("alice", ScramMechanism.SCRAM_SHA_256, "alice-secret", 8192),
         UserScramCredentialUpsertion("alice", ScramMechanism.SCRAM_SHA_512, "pw", 4096),
     ]
-    with pytest.raises(configs.UsageError, match=r"Rillet has no client quotas.*producer_byte"):
-        configs.user_alterations("alice", {"producer_byte_rate": "1024"}, [])
     with pytest.raises(
         configs.UsageError,
         match=r"Only SCRAM credential configs .* can be deleted for 'users'.*: SCRAM-SHA-1",
@@ -601,6 +596,11 @@ class FakeScramAdmin:
         self, alterations: Sequence[UserScramCredentialUpsertion | UserScramCredentialDeletion]
     ) -> None:
         self.altered += alterations
+
+    def describe_client_quotas(
+        self, components: Sequence[object], strict: bool = False
+    ) -> list[tuple[object, dict[str, float]]]:
+        return []  # no user has quotas: only the SCRAM lines are printed
 
     def describe_user_scram_credentials(
         self, users: Sequence[str] | None = None

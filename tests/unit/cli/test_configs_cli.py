@@ -14,7 +14,7 @@ from rillet.cli.configs import (
     format_entry,
     parse_add_config,
     parse_delete_config,
-    resolve_entity,
+    resolve_entities,
     topic_synonyms,
     validate_keys,
 )
@@ -69,13 +69,23 @@ def test_config_keys_use_kafkas_characters() -> None:
 
 
 def test_entity_from_generic_flags_and_shortcuts() -> None:
-    assert resolve_entity(args("--describe", "--entity-type", "topics", "--entity-name", "e")) == (
-        "topics",
-        "e",
-    )
-    assert resolve_entity(args("--describe", "--topic", "e")) == ("topics", "e")
-    assert resolve_entity(args("--describe", "--broker", "1")) == ("brokers", "1")
-    assert resolve_entity(args("--describe", "--entity-type", "topics")) == ("topics", None)
+    generic = args("--describe", "--entity-type", "topics", "--entity-name", "e")
+    assert resolve_entities(generic) == [("topics", "e")]
+    assert resolve_entities(args("--describe", "--topic", "e")) == [("topics", "e")]
+    assert resolve_entities(args("--describe", "--broker", "1")) == [("brokers", "1")]
+    assert resolve_entities(args("--describe", "--entity-type", "topics")) == [("topics", None)]
+
+
+def test_quota_entities_pair_users_with_clients_users_first() -> None:
+    both = args("--alter", "--entity-type", "clients", "--entity-name", "app",
+                "--entity-type", "users", "--entity-default")  # fmt: skip
+    assert resolve_entities(both) == [("users", ""), ("clients", "app")]
+    assert resolve_entities(args("--describe", "--client", "app", "--user", "alice")) == [
+        ("users", "alice"),
+        ("clients", "app"),
+    ]
+    assert resolve_entities(args("--describe", "--user-defaults")) == [("users", "")]
+    assert resolve_entities(args("--describe", "--entity-type", "clients")) == [("clients", None)]
 
 
 @pytest.mark.parametrize(
@@ -83,7 +93,15 @@ def test_entity_from_generic_flags_and_shortcuts() -> None:
     [
         (["--describe"], "At least one entity type must be specified"),
         (["--describe", "--topic", "a", "--entity-type", "topics"], "specific entity flags"),
-        (["--describe", "--entity-type", "clients", "--entity-name", "u"], "not supported"),
+        (["--describe", "--entity-type", "ips", "--entity-name", "u"], "not supported"),
+        (["--describe", "--entity-name", "u"], "At least one entity type"),
+        (
+            ["--describe", "--entity-type", "users", "--entity-name", "a", "--entity-name", "b"],
+            "must follow an --entity-type",
+        ),
+        (["--describe", "--user", "a", "--user-defaults"], "Only one of --user"),
+        (["--describe", "--entity-type", "users", "--entity-type", "users"], "Duplicate entity"),
+        (["--describe", "--topic", "a", "--user", "b"], "may be specified together"),
         (["--describe", "--entity-type", "nonsense"], "Invalid entity type nonsense"),
         (["--describe", "--broker", "one"], "must be a valid integer broker id, but it is: one"),
         (["--describe", "--entity-type", "brokers", "--entity-default"], "not supported"),
@@ -94,7 +112,7 @@ def test_entity_from_generic_flags_and_shortcuts() -> None:
 )
 def test_entity_flags_refused(argv: list[str], message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        resolve_entity(args(*argv))
+        resolve_entities(args(*argv))
 
 
 @pytest.mark.parametrize(

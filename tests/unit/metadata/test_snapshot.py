@@ -14,6 +14,7 @@ from rillet.metadata.image import MetadataDelta, MetadataImage, PartitionChange
 from rillet.metadata.records import (
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -38,6 +39,14 @@ from rillet.metadata.snapshot import (
     image_records,
 )
 
+# Client quota entities of every shape (a None name is the type's default).
+QUOTA_ENTITIES = [
+    (("user", "alice"),),
+    (("user", None),),
+    (("client-id", "app"),),
+    (("client-id", None), ("user", None)),
+    (("client-id", "app"), ("user", "alice")),
+]
 EP = (BrokerEndpoint("PLAINTEXT", "localhost", 9092), BrokerEndpoint("INTERNAL", "h", 1))
 
 
@@ -49,7 +58,8 @@ def random_history(seed: int, length: int = 300) -> list[MetadataRecord]:
     topics: dict[uuid.UUID, tuple[str, int]] = {}  # id -> (name, partitions)
     acls: list[uuid.UUID] = []
     names = 0
-    kinds = ["broker", "fence", "topic", "remove", "change", "config", "feature", "acl", "scram"]
+    kinds = ["broker", "fence", "topic", "remove", "change", "config", "feature", "acl", "scram",
+             "quota"]  # fmt: skip
     for _ in range(length):
         kind = r.choice(kinds)
         if kind == "broker" or not brokers:
@@ -132,6 +142,11 @@ def random_history(seed: int, length: int = 300) -> list[MetadataRecord]:
                 records.append(
                     UserScramCredentialRecord(user, mechanism, salt, salt[::-1], salt * 2, 4096)
                 )
+        elif kind == "quota":
+            entity = r.choice(QUOTA_ENTITIES)
+            key = r.choice(["producer_byte_rate", "consumer_byte_rate"])
+            value = None if r.random() < 0.3 else float(r.randint(1, 10**7))
+            records.append(ClientQuotaRecord(entity, key, value))
         else:
             records.append(FeatureLevelRecord(r.choice(["metadata.version", "x"]), r.randint(0, 3)))
     return records

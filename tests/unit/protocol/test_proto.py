@@ -654,6 +654,7 @@ def test_metadata_record_envelopes() -> None:
         "RemoveAccessControlEntryRecord",
         "UserScramCredentialRecord",
         "RemoveUserScramCredentialRecord",
+        "ClientQuotaRecord",
         "NoOpRecord",
     }
 
@@ -683,6 +684,8 @@ SERVICES = {
         "DeleteAcls",
         "DescribeUserScramCredentials",
         "AlterUserScramCredentials",
+        "DescribeClientQuotas",
+        "AlterClientQuotas",
     ],
     "rillet.v1.ControllerService": [
         "AlterPartition",
@@ -697,6 +700,7 @@ SERVICES = {
         "CreateAcls",
         "DeleteAcls",
         "AlterUserScramCredentials",
+        "AlterClientQuotas",
     ],
     "rillet.v1.TransactionService": [
         "InitProducerId",

@@ -1,5 +1,5 @@
 """AdminService over :class:`~rillet.broker.apis.BrokerApis`, and its ACL and SCRAM
-credential calls over :class:`~rillet.broker.security_apis.SecurityApis`."""
+credential and client quota calls over :class:`~rillet.broker.security_apis.SecurityApis`."""
 
 from __future__ import annotations
 
@@ -30,8 +30,14 @@ from rillet.protocol.admin import (
     reassignment_response,
 )
 from rillet.protocol.errors import set_error
-from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, quorum_pb2, security_pb2
+from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, quorum_pb2, quota_pb2, security_pb2
 from rillet.protocol.quorum import describe_quorum_response
+from rillet.protocol.quotas import (
+    alter_quotas_request_from_pb,
+    alter_quotas_response,
+    describe_quotas_request_from_pb,
+    describe_quotas_response,
+)
 from rillet.protocol.security import (
     acl_binding_from_pb,
     acl_binding_to_pb,
@@ -183,4 +189,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         deletions, upsertions = alter_scram_request_from_pb(request)
         return alter_scram_response(
             await self.security.alter_user_scram_credentials(deletions, upsertions)
+        )
+
+    async def DescribeClientQuotas(
+        self, request: quota_pb2.DescribeClientQuotasRequest, context: Context
+    ) -> quota_pb2.DescribeClientQuotasResponse:
+        components, strict = describe_quotas_request_from_pb(request)
+        return describe_quotas_response(self.security.describe_client_quotas(components, strict))
+
+    async def AlterClientQuotas(
+        self, request: quota_pb2.AlterClientQuotasRequest, context: Context
+    ) -> quota_pb2.AlterClientQuotasResponse:
+        alterations, validate_only = alter_quotas_request_from_pb(request)
+        return alter_quotas_response(
+            alterations, await self.security.alter_client_quotas(alterations, validate_only)
         )

@@ -37,9 +37,11 @@ from rillet.protocol.gen.v1 import (
     controller_pb2,
     controller_pb2_grpc,
     quorum_pb2,
+    quota_pb2,
     security_pb2,
 )
 from rillet.protocol.quorum import describe_quorum_response
+from rillet.protocol.quotas import alter_quotas_request_from_pb, alter_quotas_response
 from rillet.protocol.security import (
     acl_binding_from_pb,
     acl_filter_from_pb,
@@ -189,3 +191,13 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         except KafkaError as e:
             results = [(u, e) for u in users_named(deletions, upsertions)]
         return alter_scram_response(results)
+
+    async def AlterClientQuotas(
+        self, request: quota_pb2.AlterClientQuotasRequest, context: Context
+    ) -> quota_pb2.AlterClientQuotasResponse:
+        alterations, validate_only = alter_quotas_request_from_pb(request)
+        try:
+            results = await self.controller.alter_client_quotas(alterations, validate_only)
+        except KafkaError as e:
+            results = [e] * len(alterations)
+        return alter_quotas_response(alterations, results)

@@ -37,6 +37,7 @@ from rillet.controller import (
     ProducerIdsBlock,
     TopicResult,
 )
+from rillet.controller.quotas import QuotaAlteration
 from rillet.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from rillet.controller.scram import ScramDeletion, ScramUpsertion
 from rillet.controller.service import ControllerService
@@ -66,6 +67,7 @@ from rillet.protocol.quorum import (
     broker_registration_request_to_pb,
     describe_quorum_from_pb,
 )
+from rillet.protocol.quotas import alter_quotas_request_to_pb, alter_quotas_results_from_pb
 from rillet.protocol.security import (
     acl_binding_to_pb,
     acl_filter_to_pb,
@@ -417,4 +419,22 @@ class GrpcControllerChannel:
 
         return await self._call(
             lambda c: c.alter_user_scram_credentials(deletions, upsertions), remote, retry=True
+        )
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool
+    ) -> list[KafkaError | None]:
+        request = alter_quotas_request_to_pb(alterations, validate_only)
+
+        async def remote(ch: grpc.aio.Channel) -> list[KafkaError | None]:
+            stub = controller_pb2_grpc.ControllerServiceStub(ch)
+            results = alter_quotas_results_from_pb(
+                await stub.AlterClientQuotas(request, **self._opts())
+            )
+            if results and all(isinstance(e, NotControllerError) for e in results):
+                raise NotControllerError(str(results[0]))
+            return results
+
+        return await self._call(
+            lambda c: c.alter_client_quotas(alterations, validate_only), remote, retry=True
         )

@@ -1,4 +1,5 @@
-"""FetchService (Fetch, ListOffsets) over :class:`~rillet.broker.apis.BrokerApis`."""
+"""FetchService (Fetch, ListOffsets) over :class:`~rillet.broker.apis.BrokerApis`, with
+client quotas (:mod:`rillet.server.grpc.quotas`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rillet.protocol.fetch import (
     structured_fetch_response,
 )
 from rillet.protocol.gen.v1 import fetch_pb2, fetch_pb2_grpc
+from rillet.server.grpc.quotas import caller, hold
 
 __all__ = ["FetchServicer", "add_fetch_servicer"]
 
@@ -33,16 +35,35 @@ class FetchServicer(fetch_pb2_grpc.FetchServiceServicer):
         self, request: fetch_pb2.FetchRequest, context: Context
     ) -> fetch_pb2.FetchResponse | bytes:
         q = fetch_request_from_pb(request)
+        quotas = self.apis.quotas
+        if quotas is not None and (q.replica_id >= 0 or not quotas.active()):
+            quotas = None  # followers are not throttled, nor is anyone without quotas
+        who = caller(context) if quotas is not None else ("", "")
+        max_bytes = q.max_bytes
+        if quotas is not None:
+            await hold(lambda: quotas.fetch_wait_s(*who))
+            # As Kafka: one fetch takes at most the quota of all but one of its windows.
+            max_bytes = min(max_bytes, quotas.fetch.max_bytes_in_window(*who) or max_bytes)
         results = await self.apis.handle_fetch(
             q.wanted,
             replica_id=q.replica_id,
             max_wait_ms=q.max_wait_ms,
             min_bytes=q.min_bytes,
-            max_bytes=q.max_bytes,
+            max_bytes=max_bytes,
         )
         if q.structured:
-            return structured_fetch_response(q.wanted, results)
-        return fetch_response_bytes(q.wanted, results)
+            structured = structured_fetch_response(q.wanted, results)
+            if quotas is not None:
+                structured.throttle_time_ms = quotas.record_fetch(*who, structured.ByteSize())
+            return structured
+        response = fetch_response_bytes(q.wanted, results)
+        if quotas is not None:
+            throttle_ms = quotas.record_fetch(*who, len(response))
+            if throttle_ms > 0:
+                # Protobuf fields may come in any order: the throttle time goes first.
+                throttled = fetch_pb2.FetchResponse(throttle_time_ms=throttle_ms)
+                response = throttled.SerializeToString() + response
+        return response
 
     async def ListOffsets(
         self, request: fetch_pb2.ListOffsetsRequest, context: Context

@@ -1,4 +1,5 @@
-"""ProduceService over :meth:`BrokerApis.handle_produce`."""
+"""ProduceService over :meth:`BrokerApis.handle_produce`, with client quotas
+(:mod:`rillet.server.grpc.quotas`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rillet.protocol.produce import (
     read_produce_request,
 )
 from rillet.scheduler import Clock
+from rillet.server.grpc.quotas import caller, hold
 
 __all__ = ["ProduceServicer", "add_produce_servicer"]
 
@@ -34,6 +36,14 @@ class ProduceServicer(produce_pb2_grpc.ProduceServiceServicer):
     async def Produce(  # takes wire bytes too (see add_produce_servicer)
         self, request: produce_pb2.ProduceRequest | ProduceWire, context: Context
     ) -> produce_pb2.ProduceResponse:
+        quotas = self.apis.quotas
+        throttle_ms = 0
+        if quotas is not None and quotas.active():
+            # Recorded as soon as let through, so that calls held with it see its bytes.
+            who = caller(context)
+            await hold(lambda: quotas.produce_wait_s(*who))
+            size = len(request[0]) if isinstance(request, tuple) else request.ByteSize()
+            throttle_ms = quotas.record_produce(*who, size)
         if isinstance(request, tuple):
             entries, acks, timeout_ms = produce_request_from_wire(request, self.clock())
             transactional_id = request[1].transactional_id
@@ -42,7 +52,9 @@ class ProduceServicer(produce_pb2_grpc.ProduceServiceServicer):
             has_id = request.HasField("transactional_id")
             transactional_id = request.transactional_id if has_id else None
         results = await self.apis.handle_produce(entries, acks, timeout_ms, transactional_id)
-        return produce_response(entries, results)
+        response = produce_response(entries, results)
+        response.throttle_time_ms = throttle_ms
+        return response
 
 
 def add_produce_servicer(servicer: ProduceServicer, server: grpc.aio.Server) -> None:

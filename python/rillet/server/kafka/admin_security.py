@@ -1,20 +1,25 @@
 """Kafka's security admin api keys over its protocol: DescribeAcls, CreateAcls, DeleteAcls
 (what ``kafka-acls.sh`` sends), DescribeUserScramCredentials and AlterUserScramCredentials
-(what ``kafka-configs.sh --entity-type users`` sends), over the transport-agnostic
-:class:`~rillet.broker.security_apis.SecurityApis`.
+(what ``kafka-configs.sh --entity-type users`` sends), DescribeClientQuotas and
+AlterClientQuotas (``kafka-configs.sh --entity-type users|clients`` with quota keys), over the
+transport-agnostic :class:`~rillet.broker.security_apis.SecurityApis`.
 
 As in Kafka, DescribeAcls needs DESCRIBE on the cluster, CreateAcls and DeleteAcls ALTER on
 it; DescribeUserScramCredentials needs DESCRIBE on the cluster and AlterUserScramCredentials
-ALTER. A pattern type absent before v1 is LITERAL.
+ALTER; DescribeClientQuotas needs DESCRIBE_CONFIGS on it and AlterClientQuotas ALTER_CONFIGS.
+A pattern type absent before v1 is LITERAL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rillet.broker.quotas import QuotaFilterComponent
 from rillet.broker.security_apis import SecurityApis
+from rillet.controller.quotas import QuotaAlteration, QuotaOp
 from rillet.controller.scram import ScramDeletion, ScramUpsertion, users_named
 from rillet.errors import ClusterAuthorizationFailedError, KafkaError
+from rillet.metadata.records import QuotaEntity
 from rillet.security.acls import (
     AclBinding,
     AclBindingFilter,
@@ -81,6 +86,8 @@ class KafkaSecurityAdmin:
             31: Served(0, 3, self.delete_acls),  # DeleteAcls
             50: Served(0, 0, self.describe_user_scram_credentials),
             51: Served(0, 0, self.alter_user_scram_credentials),
+            48: Served(0, 1, self.describe_client_quotas),
+            49: Served(0, 1, self.alter_client_quotas),
         }
 
     # -- ACLs ------------------------------------------------------------------------------
@@ -214,3 +221,60 @@ class KafkaSecurityAdmin:
             code, message = _error(err)
             out.append({"user": user, "error_code": code, "error_message": message})
         return {"results": out}
+
+    # -- client quotas ---------------------------------------------------------------------
+
+    async def describe_client_quotas(self, req: KafkaRequest) -> Body:
+        found = _denied(req, AclOperation.DESCRIBE_CONFIGS) or self.security.describe_client_quotas(
+            [
+                QuotaFilterComponent(c["entity_type"], c["match_type"], c.get("match"))
+                for c in req.body["components"]
+            ],
+            req.body["strict"],
+        )
+        if isinstance(found, KafkaError):
+            code, message = _error(found)
+            return {"error_code": code, "error_message": message, "entries": None}
+        return {
+            "error_code": 0,
+            "error_message": None,
+            "entries": [
+                {
+                    "entity": _entity_body(entity),
+                    "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+                }
+                for entity, values in found
+            ],
+        }
+
+    async def alter_client_quotas(self, req: KafkaRequest) -> Body:
+        alterations = [
+            QuotaAlteration(
+                tuple((e["entity_type"], e.get("entity_name")) for e in entry["entity"]),
+                tuple(
+                    QuotaOp(op["key"], None if op["remove"] else op["value"]) for op in entry["ops"]
+                ),
+            )
+            for entry in req.body["entries"]
+        ]
+        denied = _denied(req, AclOperation.ALTER_CONFIGS)
+        results = (
+            [denied] * len(alterations)
+            if denied is not None
+            else await self.security.alter_client_quotas(alterations, req.body["validate_only"])
+        )
+        out = []
+        for alteration, err in zip(alterations, results, strict=True):
+            code, message = _error(err)
+            out.append(
+                {
+                    "error_code": code,
+                    "error_message": message,
+                    "entity": _entity_body(alteration.entity),
+                }
+            )
+        return {"entries": out}
+
+
+def _entity_body(entity: QuotaEntity) -> list[Body]:
+    return [{"entity_type": kind, "entity_name": name} for kind, name in entity]

@@ -42,7 +42,7 @@ from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from rillet.security.principal import ANONYMOUS, KafkaPrincipal
 from rillet.server.kafka import records
 from rillet.server.kafka.fetch_sessions import FetchSessionCache
-from rillet.server.kafka.request import Body, KafkaRequest, KafkaService, Served
+from rillet.server.kafka.request import Body, KafkaRequest, KafkaService, Served, Throttle
 
 __all__ = [
     "API_VERSIONS",
@@ -78,6 +78,13 @@ def _schema_versions() -> dict[int, tuple[int, int]]:
         k: (lo, max(hi, _STABLE_SINCE_KAFKA_4.get(k, hi)))
         for k, lo, hi in _core.kafka_api_versions()
     }
+
+
+def _throttled(throttle: Throttle | None, ms: int) -> int:
+    """``ms`` (a quota's throttle time), after holding the connection back as long."""
+    if throttle is not None and ms > 0:
+        throttle.hold(ms)
+    return ms
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
@@ -144,22 +151,30 @@ class KafkaApis:
         listener_name: str,
         peer_host: str = "",
         principal: KafkaPrincipal = ANONYMOUS,
+        throttle: Throttle | None = None,
     ) -> bytes | SplicedResponse | None:
         """The response frame to ``frame`` (a request without its size prefix) from
         ``principal``: empty when the request takes no answer, None to close the connection;
         a Fetch answer comes with the record sets to send from the segment files. Each
-        request is counted and timed in :attr:`metrics`."""
+        request is counted and timed in :attr:`metrics`. A produce or fetch over its
+        client's quota is answered with ``throttle_time_ms``, and ``throttle`` (the
+        connection's) says until when the connection is not to be read from."""
         if self.metrics is None:
-            return await self._handle(frame, listener_name, peer_host, principal)
+            return await self._handle(frame, listener_name, peer_host, principal, throttle)
         started = time.perf_counter()
         try:
-            return await self._handle(frame, listener_name, peer_host, principal)
+            return await self._handle(frame, listener_name, peer_host, principal, throttle)
         finally:
             elapsed_ms = (time.perf_counter() - started) * 1000
             self.metrics.record_request(_HEADER_START.unpack_from(frame)[0], elapsed_ms)
 
     async def _handle(
-        self, frame: bytes, listener_name: str, peer_host: str, principal: KafkaPrincipal
+        self,
+        frame: bytes,
+        listener_name: str,
+        peer_host: str,
+        principal: KafkaPrincipal,
+        throttle: Throttle | None,
     ) -> bytes | SplicedResponse | None:
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame)
         served = self.supported.get(api_key)
@@ -184,8 +199,16 @@ class KafkaApis:
         )
         try:
             if api_key == FETCH:
-                return await self._fetch(req)
+                return await self._fetch(req, throttle)
             response = await self.handlers[api_key].handler(req)
+            quotas = self.apis.quotas
+            if api_key == PRODUCE and quotas is not None:
+                # As Kafka: the request's size counts, answered or not (acks=0).
+                throttled = _throttled(
+                    throttle, quotas.record_produce(principal.name, req.client_id, len(frame))
+                )
+                if response is not None:
+                    response["throttle_time_ms"] = throttled
             if response is None:
                 return b""  # a request Kafka does not answer (Produce with acks=0)
             return _core.kafka_encode_response(api_key, version, correlation_id, response)
@@ -259,10 +282,27 @@ class KafkaApis:
     async def api_versions(self, req: KafkaRequest) -> Body:
         return {"error_code": 0, "api_keys": self._api_keys()}
 
-    async def _fetch(self, req: KafkaRequest) -> SplicedResponse:
-        response, record_sets = await records.fetch(
-            self.apis, req.version, req.body, self.fetch_sessions, req
+    async def _fetch(self, req: KafkaRequest, throttle: Throttle | None) -> SplicedResponse:
+        quotas = self.apis.quotas
+        body = req.body
+        from_client = (
+            body.get("replica_id", -1) < 0
+            and (body.get("replica_state") or {}).get("replica_id", -1) < 0
         )
+        user = req.principal.name
+        if quotas is not None and from_client:
+            # As Kafka: one fetch takes at most the quota of all but one of its windows.
+            cap = quotas.fetch.max_bytes_in_window(user, req.client_id)
+            if cap is not None:
+                body["max_bytes"] = min(body.get("max_bytes", cap), cap)
+        response, record_sets = await records.fetch(
+            self.apis, req.version, body, self.fetch_sessions, req
+        )
+        if quotas is not None and from_client:
+            size = sum(region.length for regions in record_sets for region in regions)
+            response["throttle_time_ms"] = _throttled(
+                throttle, quotas.record_fetch(user, req.client_id, size)
+            )
         frame, splices = _core.kafka_encode_response_spliced(
             FETCH, req.version, req.correlation_id, response
         )

@@ -41,6 +41,7 @@ import os
 import select
 import socket
 import ssl
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -65,6 +66,7 @@ from rillet.server.kafka.apis import (
     peek_header,
 )
 from rillet.server.kafka.framing import BadFrameSize, FrameProtocol
+from rillet.server.kafka.request import Throttle
 
 __all__ = ["KafkaListener"]
 
@@ -220,6 +222,7 @@ class KafkaListener:
         sasl = self._sasl.get(listener_name)
         auth = sasl.connection() if sasl is not None else None
         principal = ANONYMOUS
+        throttle = Throttle(time.monotonic)
         try:
             if encrypted:
                 principal = self._principal(listener_name, writer)
@@ -248,7 +251,7 @@ class KafkaListener:
                     if auth.principal is not None:
                         principal = auth.principal
                     continue
-                response = await self.apis.handle(frame, listener_name, host, principal)
+                response = await self.apis.handle(frame, listener_name, host, principal, throttle)
                 if response is None:
                     return
                 if isinstance(response, SplicedResponse) and encrypted:
@@ -258,6 +261,9 @@ class KafkaListener:
                 elif response:
                     writer.write(response)
                     await writer.drain()
+                wait_s = throttle.remaining_s()
+                if wait_s > 0:  # over its quota: the client's next request waits (muted)
+                    await asyncio.sleep(wait_s)
         except (ConnectionError, TimeoutError):
             return  # the client went away, or was idle too long
         except SslAuthenticationError as e:

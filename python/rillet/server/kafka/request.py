@@ -18,7 +18,7 @@ from rillet.broker.authorizer import BrokerAuthorizer
 from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from rillet.security.principal import ANONYMOUS, KafkaPrincipal
 
-__all__ = ["Body", "Handler", "KafkaRequest", "KafkaService", "Served"]
+__all__ = ["Body", "Handler", "KafkaRequest", "KafkaService", "Served", "Throttle"]
 
 Body = dict[str, Any]
 
@@ -84,3 +84,21 @@ class KafkaService(Protocol):
     def served(self) -> Mapping[int, Served]:
         """The api keys this service answers."""
         ...
+
+
+class Throttle:
+    """A connection's quota throttle (Kafka mutes a throttled client's channel): the
+    monotonic time before which its next request is not read. ``clock`` gives seconds."""
+
+    __slots__ = ("clock", "until")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.until = 0.0
+
+    def hold(self, ms: int) -> None:
+        """Hold the connection back ``ms`` from now (or longer, if it already is)."""
+        self.until = max(self.until, self.clock() + ms / 1000)
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.until - self.clock())

@@ -5,6 +5,7 @@ import warnings
 
 from rillet.protocol.gen.v1 import admin_pb2 as rillet_dot_v1_dot_admin__pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as rillet_dot_v1_dot_quorum__pb2
+from rillet.protocol.gen.v1 import quota_pb2 as rillet_dot_v1_dot_quota__pb2
 from rillet.protocol.gen.v1 import security_pb2 as rillet_dot_v1_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -116,6 +117,16 @@ class AdminServiceStub:
                 '/rillet.v1.AdminService/AlterUserScramCredentials',
                 request_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/rillet.v1.AdminService/DescribeClientQuotas',
+                request_serializer=rillet_dot_v1_dot_quota__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_quota__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/rillet.v1.AdminService/AlterClientQuotas',
+                request_serializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasResponse.FromString,
                 _registered_method=True)
 
 
@@ -247,6 +258,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeClientQuotas(self, request, context):
+        """Describe the client quotas that match a filter.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterClientQuotas(self, request, context):
+        """Set or remove client quotas (forwarded to the active controller).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -329,6 +354,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AlterUserScramCredentials,
                     request_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=rillet_dot_v1_dot_quota__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_quota__pb2.DescribeClientQuotasResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -764,6 +799,60 @@ class AdminService:
             '/rillet.v1.AdminService/AlterUserScramCredentials',
             rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
             rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/DescribeClientQuotas',
+            rillet_dot_v1_dot_quota__pb2.DescribeClientQuotasRequest.SerializeToString,
+            rillet_dot_v1_dot_quota__pb2.DescribeClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.AdminService/AlterClientQuotas',
+            rillet_dot_v1_dot_quota__pb2.AlterClientQuotasRequest.SerializeToString,
+            rillet_dot_v1_dot_quota__pb2.AlterClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

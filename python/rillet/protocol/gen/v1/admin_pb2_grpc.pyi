@@ -15,6 +15,7 @@ from collections import abc as _abc
 from grpc import aio as _aio
 from rillet.protocol.gen.v1 import admin_pb2 as _admin_pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as _quorum_pb2
+from rillet.protocol.gen.v1 import quota_pb2 as _quota_pb2
 from rillet.protocol.gen.v1 import security_pb2 as _security_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -96,6 +97,10 @@ class AdminServiceStub:
     """Set or delete users' SCRAM credentials (`rillet configs --alter --entity-type users`).
     Forwarded to the active controller.
     """
+    DescribeClientQuotas: _grpc.UnaryUnaryMultiCallable[_quota_pb2.DescribeClientQuotasRequest, _quota_pb2.DescribeClientQuotasResponse]
+    """Describe the client quotas that match a filter."""
+    AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_quota_pb2.AlterClientQuotasRequest, _quota_pb2.AlterClientQuotasResponse]
+    """Set or remove client quotas (forwarded to the active controller)."""
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -155,6 +160,10 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """Set or delete users' SCRAM credentials (`rillet configs --alter --entity-type users`).
     Forwarded to the active controller.
     """
+    DescribeClientQuotas: _aio.UnaryUnaryMultiCallable[_quota_pb2.DescribeClientQuotasRequest, _quota_pb2.DescribeClientQuotasResponse]  # type: ignore[assignment]
+    """Describe the client quotas that match a filter."""
+    AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_quota_pb2.AlterClientQuotasRequest, _quota_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
+    """Set or remove client quotas (forwarded to the active controller)."""
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """Served on every broker listener."""
@@ -307,5 +316,21 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """Set or delete users' SCRAM credentials (`rillet configs --alter --entity-type users`).
         Forwarded to the active controller.
         """
+
+    @_abc_1.abstractmethod
+    def DescribeClientQuotas(
+        self,
+        request: _quota_pb2.DescribeClientQuotasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_quota_pb2.DescribeClientQuotasResponse, _abc.Awaitable[_quota_pb2.DescribeClientQuotasResponse]]:
+        """Describe the client quotas that match a filter."""
+
+    @_abc_1.abstractmethod
+    def AlterClientQuotas(
+        self,
+        request: _quota_pb2.AlterClientQuotasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_quota_pb2.AlterClientQuotasResponse, _abc.Awaitable[_quota_pb2.AlterClientQuotasResponse]]:
+        """Set or remove client quotas (forwarded to the active controller)."""
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -25,34 +25,35 @@ _sym_db = _symbol_database.Default()
 from rillet.protocol.gen.v1 import admin_pb2 as rillet_dot_v1_dot_admin__pb2
 from rillet.protocol.gen.v1 import common_pb2 as rillet_dot_v1_dot_common__pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as rillet_dot_v1_dot_quorum__pb2
+from rillet.protocol.gen.v1 import quota_pb2 as rillet_dot_v1_dot_quota__pb2
 from rillet.protocol.gen.v1 import security_pb2 as rillet_dot_v1_dot_security__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arillet/v1/controller.proto\x12\trillet.v1\x1a\x15rillet/v1/admin.proto\x1a\x16rillet/v1/common.proto\x1a\x16rillet/v1/quorum.proto\x1a\x18rillet/v1/security.proto\"\xfc\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x43\n\npartitions\x18\x03 \x03(\x0b\x32/.rillet.v1.AlterPartitionRequest.PartitionState\x1au\n\x0ePartitionState\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07new_isr\x18\x05 \x03(\x05\"\xdd\x02\n\x16\x41lterPartitionResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12?\n\npartitions\x18\x03 \x03(\x0b\x32+.rillet.v1.AlterPartitionResponse.Partition\x1a\xc0\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x11\n\tleader_id\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x0b\n\x03isr\x18\x07 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x08 \x01(\x05\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x92\x01\n\x1b\x41llocateProducerIdsResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x19\n\x11producer_id_start\x18\x03 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x04 \x01(\x05\"\xa7\x02\n!ControllerCreatePartitionsRequest\x12\x42\n\x06topics\x18\x01 \x03(\x0b\x32\x32.rillet.v1.ControllerCreatePartitionsRequest.Topic\x12\x15\n\rvalidate_only\x18\x02 \x01(\x08\x1ar\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12L\n\x0b\x61ssignments\x18\x03 \x03(\x0b\x32\x37.rillet.v1.ControllerCreatePartitionsRequest.Assignment\x1a\x33\n\nAssignment\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x12\n\nbroker_ids\x18\x02 \x03(\x05\x32\xde\x08\n\x11\x43ontrollerService\x12U\n\x0e\x41lterPartition\x12 .rillet.v1.AlterPartitionRequest\x1a!.rillet.v1.AlterPartitionResponse\x12\x64\n\x13\x41llocateProducerIds\x12%.rillet.v1.AllocateProducerIdsRequest\x1a&.rillet.v1.AllocateProducerIdsResponse\x12O\n\x0c\x43reateTopics\x12\x1e.rillet.v1.CreateTopicsRequest\x1a\x1f.rillet.v1.CreateTopicsResponse\x12O\n\x0c\x44\x65leteTopics\x12\x1e.rillet.v1.DeleteTopicsRequest\x1a\x1f.rillet.v1.DeleteTopicsResponse\x12\x65\n\x10\x43reatePartitions\x12,.rillet.v1.ControllerCreatePartitionsRequest\x1a#.rillet.v1.CreatePartitionsResponse\x12O\n\x0c\x41lterConfigs\x12\x1e.rillet.v1.AlterConfigsRequest\x1a\x1f.rillet.v1.AlterConfigsResponse\x12O\n\x0c\x45lectLeaders\x12\x1e.rillet.v1.ElectLeadersRequest\x1a\x1f.rillet.v1.ElectLeadersResponse\x12|\n\x1b\x41lterPartitionReassignments\x12-.rillet.v1.AlterPartitionReassignmentsRequest\x1a..rillet.v1.AlterPartitionReassignmentsResponse\x12U\n\x0e\x44\x65scribeQuorum\x12 .rillet.v1.DescribeQuorumRequest\x1a!.rillet.v1.DescribeQuorumResponse\x12I\n\nCreateAcls\x12\x1c.rillet.v1.CreateAclsRequest\x1a\x1d.rillet.v1.CreateAclsResponse\x12I\n\nDeleteAcls\x12\x1c.rillet.v1.DeleteAclsRequest\x1a\x1d.rillet.v1.DeleteAclsResponse\x12v\n\x19\x41lterUserScramCredentials\x12+.rillet.v1.AlterUserScramCredentialsRequest\x1a,.rillet.v1.AlterUserScramCredentialsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arillet/v1/controller.proto\x12\trillet.v1\x1a\x15rillet/v1/admin.proto\x1a\x16rillet/v1/common.proto\x1a\x16rillet/v1/quorum.proto\x1a\x15rillet/v1/quota.proto\x1a\x18rillet/v1/security.proto\"\xfc\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x43\n\npartitions\x18\x03 \x03(\x0b\x32/.rillet.v1.AlterPartitionRequest.PartitionState\x1au\n\x0ePartitionState\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07new_isr\x18\x05 \x03(\x05\"\xdd\x02\n\x16\x41lterPartitionResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12?\n\npartitions\x18\x03 \x03(\x0b\x32+.rillet.v1.AlterPartitionResponse.Partition\x1a\xc0\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x11\n\tleader_id\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x0b\n\x03isr\x18\x07 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x08 \x01(\x05\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x92\x01\n\x1b\x41llocateProducerIdsResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.rillet.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x19\n\x11producer_id_start\x18\x03 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x04 \x01(\x05\"\xa7\x02\n!ControllerCreatePartitionsRequest\x12\x42\n\x06topics\x18\x01 \x03(\x0b\x32\x32.rillet.v1.ControllerCreatePartitionsRequest.Topic\x12\x15\n\rvalidate_only\x18\x02 \x01(\x08\x1ar\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12L\n\x0b\x61ssignments\x18\x03 \x03(\x0b\x32\x37.rillet.v1.ControllerCreatePartitionsRequest.Assignment\x1a\x33\n\nAssignment\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x12\n\nbroker_ids\x18\x02 \x03(\x05\x32\xbe\t\n\x11\x43ontrollerService\x12U\n\x0e\x41lterPartition\x12 .rillet.v1.AlterPartitionRequest\x1a!.rillet.v1.AlterPartitionResponse\x12\x64\n\x13\x41llocateProducerIds\x12%.rillet.v1.AllocateProducerIdsRequest\x1a&.rillet.v1.AllocateProducerIdsResponse\x12O\n\x0c\x43reateTopics\x12\x1e.rillet.v1.CreateTopicsRequest\x1a\x1f.rillet.v1.CreateTopicsResponse\x12O\n\x0c\x44\x65leteTopics\x12\x1e.rillet.v1.DeleteTopicsRequest\x1a\x1f.rillet.v1.DeleteTopicsResponse\x12\x65\n\x10\x43reatePartitions\x12,.rillet.v1.ControllerCreatePartitionsRequest\x1a#.rillet.v1.CreatePartitionsResponse\x12O\n\x0c\x41lterConfigs\x12\x1e.rillet.v1.AlterConfigsRequest\x1a\x1f.rillet.v1.AlterConfigsResponse\x12O\n\x0c\x45lectLeaders\x12\x1e.rillet.v1.ElectLeadersRequest\x1a\x1f.rillet.v1.ElectLeadersResponse\x12|\n\x1b\x41lterPartitionReassignments\x12-.rillet.v1.AlterPartitionReassignmentsRequest\x1a..rillet.v1.AlterPartitionReassignmentsResponse\x12U\n\x0e\x44\x65scribeQuorum\x12 .rillet.v1.DescribeQuorumRequest\x1a!.rillet.v1.DescribeQuorumResponse\x12I\n\nCreateAcls\x12\x1c.rillet.v1.CreateAclsRequest\x1a\x1d.rillet.v1.CreateAclsResponse\x12I\n\nDeleteAcls\x12\x1c.rillet.v1.DeleteAclsRequest\x1a\x1d.rillet.v1.DeleteAclsResponse\x12v\n\x19\x41lterUserScramCredentials\x12+.rillet.v1.AlterUserScramCredentialsRequest\x1a,.rillet.v1.AlterUserScramCredentialsResponse\x12^\n\x11\x41lterClientQuotas\x12#.rillet.v1.AlterClientQuotasRequest\x1a$.rillet.v1.AlterClientQuotasResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rillet.protocol.gen.v1.controller_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=139
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=391
-  _globals['_ALTERPARTITIONREQUEST_PARTITIONSTATE']._serialized_start=274
-  _globals['_ALTERPARTITIONREQUEST_PARTITIONSTATE']._serialized_end=391
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=394
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=743
-  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_start=551
-  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_end=743
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=745
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=814
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=817
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=963
-  _globals['_CONTROLLERCREATEPARTITIONSREQUEST']._serialized_start=966
-  _globals['_CONTROLLERCREATEPARTITIONSREQUEST']._serialized_end=1261
-  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_TOPIC']._serialized_start=1094
-  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_TOPIC']._serialized_end=1208
-  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_ASSIGNMENT']._serialized_start=1210
-  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_ASSIGNMENT']._serialized_end=1261
-  _globals['_CONTROLLERSERVICE']._serialized_start=1264
-  _globals['_CONTROLLERSERVICE']._serialized_end=2382
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=162
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=414
+  _globals['_ALTERPARTITIONREQUEST_PARTITIONSTATE']._serialized_start=297
+  _globals['_ALTERPARTITIONREQUEST_PARTITIONSTATE']._serialized_end=414
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=417
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=766
+  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_start=574
+  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_end=766
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=768
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=837
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=840
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=986
+  _globals['_CONTROLLERCREATEPARTITIONSREQUEST']._serialized_start=989
+  _globals['_CONTROLLERCREATEPARTITIONSREQUEST']._serialized_end=1284
+  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_TOPIC']._serialized_start=1117
+  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_TOPIC']._serialized_end=1231
+  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_ASSIGNMENT']._serialized_start=1233
+  _globals['_CONTROLLERCREATEPARTITIONSREQUEST_ASSIGNMENT']._serialized_end=1284
+  _globals['_CONTROLLERSERVICE']._serialized_start=1287
+  _globals['_CONTROLLERSERVICE']._serialized_end=2501
 # @@protoc_insertion_point(module_scope)

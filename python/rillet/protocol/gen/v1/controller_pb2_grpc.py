@@ -6,6 +6,7 @@ import warnings
 from rillet.protocol.gen.v1 import admin_pb2 as rillet_dot_v1_dot_admin__pb2
 from rillet.protocol.gen.v1 import controller_pb2 as rillet_dot_v1_dot_controller__pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as rillet_dot_v1_dot_quorum__pb2
+from rillet.protocol.gen.v1 import quota_pb2 as rillet_dot_v1_dot_quota__pb2
 from rillet.protocol.gen.v1 import security_pb2 as rillet_dot_v1_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -98,6 +99,11 @@ class ControllerServiceStub:
                 request_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
                 response_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/rillet.v1.ControllerService/AlterClientQuotas',
+                request_serializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -188,6 +194,13 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Set or remove client quotas (the same messages as AdminService's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -250,6 +263,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.AlterUserScramCredentials,
                     request_deserializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
                     response_serializer=rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=rillet_dot_v1_dot_quota__pb2.AlterClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -577,6 +595,33 @@ class ControllerService:
             '/rillet.v1.ControllerService/AlterUserScramCredentials',
             rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
             rillet_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rillet.v1.ControllerService/AlterClientQuotas',
+            rillet_dot_v1_dot_quota__pb2.AlterClientQuotasRequest.SerializeToString,
+            rillet_dot_v1_dot_quota__pb2.AlterClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

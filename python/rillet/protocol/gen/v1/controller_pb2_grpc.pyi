@@ -18,6 +18,7 @@ from grpc import aio as _aio
 from rillet.protocol.gen.v1 import admin_pb2 as _admin_pb2
 from rillet.protocol.gen.v1 import controller_pb2 as _controller_pb2
 from rillet.protocol.gen.v1 import quorum_pb2 as _quorum_pb2
+from rillet.protocol.gen.v1 import quota_pb2 as _quota_pb2
 from rillet.protocol.gen.v1 import security_pb2 as _security_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -70,6 +71,8 @@ class ControllerServiceStub:
     """Delete ACLs (the same messages as AdminService's)."""
     AlterUserScramCredentials: _grpc.UnaryUnaryMultiCallable[_security_pb2.AlterUserScramCredentialsRequest, _security_pb2.AlterUserScramCredentialsResponse]
     """Set or delete SCRAM credentials (the same messages as AdminService's)."""
+    AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_quota_pb2.AlterClientQuotasRequest, _quota_pb2.AlterClientQuotasResponse]
+    """Set or remove client quotas (the same messages as AdminService's)."""
 
 @_typing.type_check_only
 class ControllerServiceAsyncStub(ControllerServiceStub):
@@ -100,6 +103,8 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     """Delete ACLs (the same messages as AdminService's)."""
     AlterUserScramCredentials: _aio.UnaryUnaryMultiCallable[_security_pb2.AlterUserScramCredentialsRequest, _security_pb2.AlterUserScramCredentialsResponse]  # type: ignore[assignment]
     """Set or delete SCRAM credentials (the same messages as AdminService's)."""
+    AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_quota_pb2.AlterClientQuotasRequest, _quota_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
+    """Set or remove client quotas (the same messages as AdminService's)."""
 
 class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Served on every controller listener."""
@@ -199,5 +204,13 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_security_pb2.AlterUserScramCredentialsResponse, _abc.Awaitable[_security_pb2.AlterUserScramCredentialsResponse]]:
         """Set or delete SCRAM credentials (the same messages as AdminService's)."""
+
+    @_abc_1.abstractmethod
+    def AlterClientQuotas(
+        self,
+        request: _quota_pb2.AlterClientQuotasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_quota_pb2.AlterClientQuotasResponse, _abc.Awaitable[_quota_pb2.AlterClientQuotasResponse]]:
+        """Set or remove client quotas (the same messages as AdminService's)."""
 
 def add_ControllerServiceServicer_to_server(servicer: ControllerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

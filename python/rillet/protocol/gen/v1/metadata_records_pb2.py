@@ -23,53 +23,56 @@ _sym_db = _symbol_database.Default()
 
 
 from rillet.protocol.gen.v1 import common_pb2 as rillet_dot_v1_dot_common__pb2
+from rillet.protocol.gen.v1 import quota_pb2 as rillet_dot_v1_dot_quota__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n rillet/v1/metadata_records.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\"\x98\x08\n\x0eMetadataRecord\x12\'\n\x05topic\x18\x01 \x01(\x0b\x32\x16.rillet.v1.TopicRecordH\x00\x12/\n\tpartition\x18\x02 \x01(\x0b\x32\x1a.rillet.v1.PartitionRecordH\x00\x12<\n\x10partition_change\x18\x03 \x01(\x0b\x32 .rillet.v1.PartitionChangeRecordH\x00\x12)\n\x06\x63onfig\x18\x04 \x01(\x0b\x32\x17.rillet.v1.ConfigRecordH\x00\x12\x34\n\x0cremove_topic\x18\x05 \x01(\x0b\x32\x1c.rillet.v1.RemoveTopicRecordH\x00\x12:\n\x0fregister_broker\x18\x06 \x01(\x0b\x32\x1f.rillet.v1.RegisterBrokerRecordH\x00\x12>\n\x11unregister_broker\x18\x07 \x01(\x0b\x32!.rillet.v1.UnregisterBrokerRecordH\x00\x12\x34\n\x0c\x66\x65nce_broker\x18\x08 \x01(\x0b\x32\x1c.rillet.v1.FenceBrokerRecordH\x00\x12\x38\n\x0eunfence_broker\x18\t \x01(\x0b\x32\x1e.rillet.v1.UnfenceBrokerRecordH\x00\x12O\n\x1a\x62roker_registration_change\x18\n \x01(\x0b\x32).rillet.v1.BrokerRegistrationChangeRecordH\x00\x12\x36\n\rfeature_level\x18\x0b \x01(\x0b\x32\x1d.rillet.v1.FeatureLevelRecordH\x00\x12&\n\x05no_op\x18\x0c \x01(\x0b\x32\x15.rillet.v1.NoOpRecordH\x00\x12\x34\n\x0cproducer_ids\x18\r \x01(\x0b\x32\x1c.rillet.v1.ProducerIdsRecordH\x00\x12\x43\n\x14\x61\x63\x63\x65ss_control_entry\x18\x0e \x01(\x0b\x32#.rillet.v1.AccessControlEntryRecordH\x00\x12P\n\x1bremove_access_control_entry\x18\x0f \x01(\x0b\x32).rillet.v1.RemoveAccessControlEntryRecordH\x00\x12\x45\n\x15user_scram_credential\x18\x10 \x01(\x0b\x32$.rillet.v1.UserScramCredentialRecordH\x00\x12R\n\x1cremove_user_scram_credential\x18\x11 \x01(\x0b\x32*.rillet.v1.RemoveUserScramCredentialRecordH\x00\x42\x08\n\x06record\"\x18\n\tBrokerIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\"\xac\x02\n\x0fPartitionRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x05 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x06 \x03(\x05\x12\x0e\n\x06leader\x18\x07 \x01(\x05\x12=\n\x15leader_recovery_state\x18\x08 \x01(\x0e\x32\x1e.rillet.v1.LeaderRecoveryState\x12\x14\n\x0cleader_epoch\x18\t \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\n \x01(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\x0b \x03(\x05\"\xa0\x03\n\x15PartitionChangeRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12!\n\x03isr\x18\x03 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12\x13\n\x06leader\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12&\n\x08replicas\x18\x05 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12/\n\x11removing_replicas\x18\x06 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12-\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12\x42\n\x15leader_recovery_state\x18\x08 \x01(\x0e\x32\x1e.rillet.v1.LeaderRecoveryStateH\x01\x88\x01\x01\x12\x36\n\x18\x65ligible_leader_replicas\x18\t \x01(\x0b\x32\x14.rillet.v1.BrokerIdsB\t\n\x07_leaderB\x18\n\x16_leader_recovery_state\"\x87\x01\n\x0c\x43onfigRecord\x12\x34\n\rresource_type\x18\x01 \x01(\x0e\x32\x1d.rillet.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"\xf6\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12&\n\tendpoints\x18\x04 \x03(\x0b\x32\x13.rillet.v1.Endpoint\x12)\n\x08\x66\x65\x61tures\x18\x05 \x03(\x0b\x32\x17.rillet.v1.FeatureRange\x12\x11\n\x04rack\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x0e\n\x06\x66\x65nced\x18\x07 \x01(\x08\x12\x1e\n\x16in_controlled_shutdown\x18\x08 \x01(\x08\x42\x07\n\x05_rack\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xa9\x01\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x13\n\x06\x66\x65nced\x18\x03 \x01(\x08H\x00\x88\x01\x01\x12#\n\x16in_controlled_shutdown\x18\x04 \x01(\x08H\x01\x88\x01\x01\x42\t\n\x07_fencedB\x19\n\x17_in_controlled_shutdown\"9\n\x12\x46\x65\x61tureLevelRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rfeature_level\x18\x02 \x01(\x05\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"\x0c\n\nNoOpRecord\"\xb7\x01\n\x18\x41\x63\x63\x65ssControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x15\n\rresource_type\x18\x02 \x01(\x05\x12\x15\n\rresource_name\x18\x03 \x01(\t\x12\x14\n\x0cpattern_type\x18\x04 \x01(\x05\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12\x0c\n\x04host\x18\x06 \x01(\t\x12\x11\n\toperation\x18\x07 \x01(\x05\x12\x17\n\x0fpermission_type\x18\x08 \x01(\x05\",\n\x1eRemoveAccessControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\"\x86\x01\n\x19UserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"B\n\x1fRemoveUserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05*`\n\x13LeaderRecoveryState\x12#\n\x1fLEADER_RECOVERY_STATE_RECOVERED\x10\x00\x12$\n LEADER_RECOVERY_STATE_RECOVERING\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n rillet/v1/metadata_records.proto\x12\trillet.v1\x1a\x16rillet/v1/common.proto\x1a\x15rillet/v1/quota.proto\"\xce\x08\n\x0eMetadataRecord\x12\'\n\x05topic\x18\x01 \x01(\x0b\x32\x16.rillet.v1.TopicRecordH\x00\x12/\n\tpartition\x18\x02 \x01(\x0b\x32\x1a.rillet.v1.PartitionRecordH\x00\x12<\n\x10partition_change\x18\x03 \x01(\x0b\x32 .rillet.v1.PartitionChangeRecordH\x00\x12)\n\x06\x63onfig\x18\x04 \x01(\x0b\x32\x17.rillet.v1.ConfigRecordH\x00\x12\x34\n\x0cremove_topic\x18\x05 \x01(\x0b\x32\x1c.rillet.v1.RemoveTopicRecordH\x00\x12:\n\x0fregister_broker\x18\x06 \x01(\x0b\x32\x1f.rillet.v1.RegisterBrokerRecordH\x00\x12>\n\x11unregister_broker\x18\x07 \x01(\x0b\x32!.rillet.v1.UnregisterBrokerRecordH\x00\x12\x34\n\x0c\x66\x65nce_broker\x18\x08 \x01(\x0b\x32\x1c.rillet.v1.FenceBrokerRecordH\x00\x12\x38\n\x0eunfence_broker\x18\t \x01(\x0b\x32\x1e.rillet.v1.UnfenceBrokerRecordH\x00\x12O\n\x1a\x62roker_registration_change\x18\n \x01(\x0b\x32).rillet.v1.BrokerRegistrationChangeRecordH\x00\x12\x36\n\rfeature_level\x18\x0b \x01(\x0b\x32\x1d.rillet.v1.FeatureLevelRecordH\x00\x12&\n\x05no_op\x18\x0c \x01(\x0b\x32\x15.rillet.v1.NoOpRecordH\x00\x12\x34\n\x0cproducer_ids\x18\r \x01(\x0b\x32\x1c.rillet.v1.ProducerIdsRecordH\x00\x12\x43\n\x14\x61\x63\x63\x65ss_control_entry\x18\x0e \x01(\x0b\x32#.rillet.v1.AccessControlEntryRecordH\x00\x12P\n\x1bremove_access_control_entry\x18\x0f \x01(\x0b\x32).rillet.v1.RemoveAccessControlEntryRecordH\x00\x12\x45\n\x15user_scram_credential\x18\x10 \x01(\x0b\x32$.rillet.v1.UserScramCredentialRecordH\x00\x12R\n\x1cremove_user_scram_credential\x18\x11 \x01(\x0b\x32*.rillet.v1.RemoveUserScramCredentialRecordH\x00\x12\x34\n\x0c\x63lient_quota\x18\x12 \x01(\x0b\x32\x1c.rillet.v1.ClientQuotaRecordH\x00\x42\x08\n\x06record\"\x18\n\tBrokerIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\"\xac\x02\n\x0fPartitionRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x05 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x06 \x03(\x05\x12\x0e\n\x06leader\x18\x07 \x01(\x05\x12=\n\x15leader_recovery_state\x18\x08 \x01(\x0e\x32\x1e.rillet.v1.LeaderRecoveryState\x12\x14\n\x0cleader_epoch\x18\t \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\n \x01(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\x0b \x03(\x05\"\xa0\x03\n\x15PartitionChangeRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12!\n\x03isr\x18\x03 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12\x13\n\x06leader\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12&\n\x08replicas\x18\x05 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12/\n\x11removing_replicas\x18\x06 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12-\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x01(\x0b\x32\x14.rillet.v1.BrokerIds\x12\x42\n\x15leader_recovery_state\x18\x08 \x01(\x0e\x32\x1e.rillet.v1.LeaderRecoveryStateH\x01\x88\x01\x01\x12\x36\n\x18\x65ligible_leader_replicas\x18\t \x01(\x0b\x32\x14.rillet.v1.BrokerIdsB\t\n\x07_leaderB\x18\n\x16_leader_recovery_state\"\x87\x01\n\x0c\x43onfigRecord\x12\x34\n\rresource_type\x18\x01 \x01(\x0e\x32\x1d.rillet.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"\xf6\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12&\n\tendpoints\x18\x04 \x03(\x0b\x32\x13.rillet.v1.Endpoint\x12)\n\x08\x66\x65\x61tures\x18\x05 \x03(\x0b\x32\x17.rillet.v1.FeatureRange\x12\x11\n\x04rack\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x0e\n\x06\x66\x65nced\x18\x07 \x01(\x08\x12\x1e\n\x16in_controlled_shutdown\x18\x08 \x01(\x08\x42\x07\n\x05_rack\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xa9\x01\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x13\n\x06\x66\x65nced\x18\x03 \x01(\x08H\x00\x88\x01\x01\x12#\n\x16in_controlled_shutdown\x18\x04 \x01(\x08H\x01\x88\x01\x01\x42\t\n\x07_fencedB\x19\n\x17_in_controlled_shutdown\"9\n\x12\x46\x65\x61tureLevelRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rfeature_level\x18\x02 \x01(\x05\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"\x0c\n\nNoOpRecord\"\xb7\x01\n\x18\x41\x63\x63\x65ssControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x15\n\rresource_type\x18\x02 \x01(\x05\x12\x15\n\rresource_name\x18\x03 \x01(\t\x12\x14\n\x0cpattern_type\x18\x04 \x01(\x05\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12\x0c\n\x04host\x18\x06 \x01(\t\x12\x11\n\toperation\x18\x07 \x01(\x05\x12\x17\n\x0fpermission_type\x18\x08 \x01(\x05\",\n\x1eRemoveAccessControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\"\x86\x01\n\x19UserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"B\n\x1fRemoveUserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\"p\n\x11\x43lientQuotaRecord\x12/\n\x06\x65ntity\x18\x01 \x03(\x0b\x32\x1f.rillet.v1.QuotaEntityComponent\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\x01\x12\x0e\n\x06remove\x18\x04 \x01(\x08*`\n\x13LeaderRecoveryState\x12#\n\x1fLEADER_RECOVERY_STATE_RECOVERED\x10\x00\x12$\n LEADER_RECOVERY_STATE_RECOVERING\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rillet.protocol.gen.v1.metadata_records_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LEADERRECOVERYSTATE']._serialized_start=3306
-  _globals['_LEADERRECOVERYSTATE']._serialized_end=3402
-  _globals['_METADATARECORD']._serialized_start=72
-  _globals['_METADATARECORD']._serialized_end=1120
-  _globals['_BROKERIDS']._serialized_start=1122
-  _globals['_BROKERIDS']._serialized_end=1146
-  _globals['_TOPICRECORD']._serialized_start=1148
-  _globals['_TOPICRECORD']._serialized_end=1193
-  _globals['_PARTITIONRECORD']._serialized_start=1196
-  _globals['_PARTITIONRECORD']._serialized_end=1496
-  _globals['_PARTITIONCHANGERECORD']._serialized_start=1499
-  _globals['_PARTITIONCHANGERECORD']._serialized_end=1915
-  _globals['_CONFIGRECORD']._serialized_start=1918
-  _globals['_CONFIGRECORD']._serialized_end=2053
-  _globals['_REMOVETOPICRECORD']._serialized_start=2055
-  _globals['_REMOVETOPICRECORD']._serialized_end=2092
-  _globals['_REGISTERBROKERRECORD']._serialized_start=2095
-  _globals['_REGISTERBROKERRECORD']._serialized_end=2341
-  _globals['_UNREGISTERBROKERRECORD']._serialized_start=2343
-  _globals['_UNREGISTERBROKERRECORD']._serialized_end=2408
-  _globals['_FENCEBROKERRECORD']._serialized_start=2410
-  _globals['_FENCEBROKERRECORD']._serialized_end=2470
-  _globals['_UNFENCEBROKERRECORD']._serialized_start=2472
-  _globals['_UNFENCEBROKERRECORD']._serialized_end=2534
-  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_start=2537
-  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_end=2706
-  _globals['_FEATURELEVELRECORD']._serialized_start=2708
-  _globals['_FEATURELEVELRECORD']._serialized_end=2765
-  _globals['_PRODUCERIDSRECORD']._serialized_start=2767
-  _globals['_PRODUCERIDSRECORD']._serialized_end=2853
-  _globals['_NOOPRECORD']._serialized_start=2855
-  _globals['_NOOPRECORD']._serialized_end=2867
-  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_start=2870
-  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_end=3053
-  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_start=3055
-  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_end=3099
-  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_start=3102
-  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_end=3236
-  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_start=3238
-  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_end=3304
+  _globals['_LEADERRECOVERYSTATE']._serialized_start=3497
+  _globals['_LEADERRECOVERYSTATE']._serialized_end=3593
+  _globals['_METADATARECORD']._serialized_start=95
+  _globals['_METADATARECORD']._serialized_end=1197
+  _globals['_BROKERIDS']._serialized_start=1199
+  _globals['_BROKERIDS']._serialized_end=1223
+  _globals['_TOPICRECORD']._serialized_start=1225
+  _globals['_TOPICRECORD']._serialized_end=1270
+  _globals['_PARTITIONRECORD']._serialized_start=1273
+  _globals['_PARTITIONRECORD']._serialized_end=1573
+  _globals['_PARTITIONCHANGERECORD']._serialized_start=1576
+  _globals['_PARTITIONCHANGERECORD']._serialized_end=1992
+  _globals['_CONFIGRECORD']._serialized_start=1995
+  _globals['_CONFIGRECORD']._serialized_end=2130
+  _globals['_REMOVETOPICRECORD']._serialized_start=2132
+  _globals['_REMOVETOPICRECORD']._serialized_end=2169
+  _globals['_REGISTERBROKERRECORD']._serialized_start=2172
+  _globals['_REGISTERBROKERRECORD']._serialized_end=2418
+  _globals['_UNREGISTERBROKERRECORD']._serialized_start=2420
+  _globals['_UNREGISTERBROKERRECORD']._serialized_end=2485
+  _globals['_FENCEBROKERRECORD']._serialized_start=2487
+  _globals['_FENCEBROKERRECORD']._serialized_end=2547
+  _globals['_UNFENCEBROKERRECORD']._serialized_start=2549
+  _globals['_UNFENCEBROKERRECORD']._serialized_end=2611
+  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_start=2614
+  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_end=2783
+  _globals['_FEATURELEVELRECORD']._serialized_start=2785
+  _globals['_FEATURELEVELRECORD']._serialized_end=2842
+  _globals['_PRODUCERIDSRECORD']._serialized_start=2844
+  _globals['_PRODUCERIDSRECORD']._serialized_end=2930
+  _globals['_NOOPRECORD']._serialized_start=2932
+  _globals['_NOOPRECORD']._serialized_end=2944
+  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_start=2947
+  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_end=3130
+  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_start=3132
+  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_end=3176
+  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_start=3179
+  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_end=3313
+  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_start=3315
+  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_end=3381
+  _globals['_CLIENTQUOTARECORD']._serialized_start=3383
+  _globals['_CLIENTQUOTARECORD']._serialized_end=3495
 # @@protoc_insertion_point(module_scope)

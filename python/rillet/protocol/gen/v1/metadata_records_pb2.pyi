@@ -18,6 +18,7 @@ from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from rillet.protocol.gen.v1 import common_pb2 as _common_pb2
+from rillet.protocol.gen.v1 import quota_pb2 as _quota_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -76,6 +77,7 @@ class MetadataRecord(_message.Message):
     REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _builtins.int
     USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _builtins.int
     REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _builtins.int
+    CLIENT_QUOTA_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def topic(self) -> Global___TopicRecord: ...
     @_builtins.property
@@ -110,6 +112,8 @@ class MetadataRecord(_message.Message):
     def user_scram_credential(self) -> Global___UserScramCredentialRecord: ...
     @_builtins.property
     def remove_user_scram_credential(self) -> Global___RemoveUserScramCredentialRecord: ...
+    @_builtins.property
+    def client_quota(self) -> Global___ClientQuotaRecord: ...
     def __init__(
         self,
         *,
@@ -130,12 +134,13 @@ class MetadataRecord(_message.Message):
         remove_access_control_entry: Global___RemoveAccessControlEntryRecord | None = ...,
         user_scram_credential: Global___UserScramCredentialRecord | None = ...,
         remove_user_scram_credential: Global___RemoveUserScramCredentialRecord | None = ...,
+        client_quota: Global___ClientQuotaRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "client_quota", b"client_quota", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "client_quota", b"client_quota", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "config", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "feature_level", "no_op", "producer_ids", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "config", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "feature_level", "no_op", "producer_ids", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "client_quota"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 
@@ -803,3 +808,40 @@ class RemoveUserScramCredentialRecord(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RemoveUserScramCredentialRecord: _TypeAlias = RemoveUserScramCredentialRecord  # noqa: Y015
+
+@_typing.final
+class ClientQuotaRecord(_message.Message):
+    """A client entity's quota was set, or removed (Kafka's ClientQuotaRecord)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    REMOVE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate or
+    connection_creation_rate.
+    """
+    value: _builtins.float
+    """The value set; ignored when remove is set."""
+    remove: _builtins.bool
+    @_builtins.property
+    def entity(self) -> _containers.RepeatedCompositeFieldContainer[_quota_pb2.QuotaEntityComponent]:
+        """The entity, its components sorted by type."""
+
+    def __init__(
+        self,
+        *,
+        entity: _abc.Iterable[_quota_pb2.QuotaEntityComponent] | None = ...,
+        key: _builtins.str = ...,
+        value: _builtins.float = ...,
+        remove: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "key", b"key", "remove", b"remove", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClientQuotaRecord: _TypeAlias = ClientQuotaRecord  # noqa: Y015
