@@ -192,16 +192,16 @@ def test_a_fast_kafka_producer_is_held_to_its_client_quota(server: ServerProcess
     assert max(throttled_ms, default=0) > 0
 
 
-def test_a_grpc_producer_is_held_to_the_default_user_quota(server: ServerProcess) -> None:
-    # gRPC calls count against the user ANONYMOUS and the client id they send (none here):
-    # the default user quota applies.
-    ok(configs(server, "--alter", "--user-defaults", "--add-config",
+def test_a_grpc_producer_is_held_to_its_client_quota(server: ServerProcess) -> None:
+    # gRPC calls count against the user ANONYMOUS and the client id the client sends.
+    ok(configs(server, "--alter", "--client", "grpc-fast", "--add-config",
                f"producer_byte_rate={QUOTA}"))  # fmt: skip
     server.create_topic("throttled-grpc", 1)
     deliveries: list[tuple[float, int]] = []
     # A small buffer: what is buffered when the test stops must drain at the quota.
     producer = RilletProducer(
         bootstrap_servers=server.bootstrap,
+        client_id="grpc-fast",
         transport="grpc",
         linger_ms=5,
         buffer_memory=1024 * 1024,

@@ -48,7 +48,8 @@ API_NAMES = {
     29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs",
     33: "AlterConfigs", 35: "DescribeLogDirs", 36: "SaslAuthenticate",
     37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders",
-    44: "IncrementalAlterConfigs", 47: "OffsetDelete", 50: "DescribeUserScramCredentials",
+    44: "IncrementalAlterConfigs", 47: "OffsetDelete", 48: "DescribeClientQuotas",
+    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials", 60: "DescribeCluster", 61: "DescribeProducers",
     66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
 }  # fmt: skip

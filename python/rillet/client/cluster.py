@@ -122,6 +122,8 @@ class ClusterMetadata:
         self.tls = tls
         self.transport = transport
         self.client_id = client_id
+        # Sent with produce and fetch calls: a broker's client quotas go by client id.
+        self.call_metadata: tuple[tuple[str, str], ...] = (("client-id", client_id),)
         self._lock = threading.Lock()
         self._snapshot = _Snapshot()
         self._channels: dict[str, grpc.Channel] = {}

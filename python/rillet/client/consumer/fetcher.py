@@ -388,7 +388,9 @@ class Fetcher:
                 timeout = (
                     self.config["request_timeout_ms"] + self.config["fetch_max_wait_ms"]
                 ) / 1000
-                future = self.cluster.fetch_call(address).future(request, timeout=timeout)
+                future = self.cluster.fetch_call(address).future(
+                    request, timeout=timeout, metadata=self.cluster.call_metadata
+                )
             generations = {}
             for tp in offsets:
                 state = self.subscriptions.assignment[tp]

@@ -519,7 +519,7 @@ class Sender:
                 continue
             request = encode_produce_request(self._acks, timeout_ms, entries, transactional_id)
             future = self._cluster.produce_call(address).future(
-                request, timeout=timeout_ms / 1000 + 5
+                request, timeout=timeout_ms / 1000 + 5, metadata=self._cluster.call_metadata
             )
             future.add_done_callback(
                 functools.partial(self._on_grpc_response, address, group, sent_ms)

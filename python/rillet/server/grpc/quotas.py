@@ -2,7 +2,8 @@
 
 A call counts against its client id (the ``client-id`` metadata the Rillet client sends)
 and the user ``ANONYMOUS`` (gRPC listeners take no SASL; certificate principals are not
-mapped here yet), so ``/config/clients/<id>`` and ``/config/users/<default>`` quotas apply.
+mapped here yet): ``/config/clients/<id>``, ``/config/users/<default>`` and their
+combinations apply.
 A call over its quota is answered at once with ``throttle_time_ms``, and the client's next
 calls wait that long before they are served: Kafka mutes a throttled client's connection,
 and a gRPC channel, which multiplexes calls, is held back per client this way instead.
