@@ -25,7 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from rillet.client.kafka_connection import KafkaConnection
 from rillet.client.producer.producer import Producer as RilletProducer
-from tests.support.server_process import ServerProcess
+from tests.support.server_process import ServerProcess, serving
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,13 +38,8 @@ MEASURED_S = (3.0, 19.0)  # past the first burst and the throttle after it
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path / "data", kafka=True, overrides=dict(WINDOW))
-    s.start()
-    try:
+    with serving(tmp_path / "data", kafka=True, overrides=dict(WINDOW)) as s:
         yield s
-    finally:
-        s.stop()
-    assert "Traceback" not in s.output(), s.output()[-5000:]
 
 
 def configs(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
