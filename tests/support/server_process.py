@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc
 
@@ -25,7 +27,82 @@ KAFKA_LISTENER = {
 }
 
 
+# Ports for test servers come from a block of ports that this process alone hands out,
+# below the kernel's ephemeral range. The kernel's own choice (binding port 0) is not safe
+# when several test processes run at once (pytest-xdist workers, or a developer's run beside
+# CI): the port is free only until the socket that found it closes, so two workers can be
+# handed the same one, and a port in the ephemeral range can be taken as the local port of
+# any outgoing connection before the server binds it, or while a killed node restarts.
+# Each process claims its block with an exclusive lock on a file (released when it exits),
+# so no two processes, in this run or another, hand out the same ports.
+PORT_BLOCK = 1000
+_LOWEST_PORT = 10_000
+_LOCK_DIR = Path(tempfile.gettempdir()) / "rillet-test-ports"
+
+
+class _PortBlock:
+    def __init__(self) -> None:
+        self.first = 0
+        self.next = 0
+        self.lock: IO[bytes] | None = None
+        self.pid = 0
+
+    def claim(self) -> bool:
+        """Lock a block of its own for this process; False when there is none to take."""
+        try:
+            with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+                ephemeral = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            ephemeral = 32768
+        blocks = max(0, (ephemeral - _LOWEST_PORT) // PORT_BLOCK)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+        start = int(worker) if worker.isdigit() else 0
+        _LOCK_DIR.mkdir(exist_ok=True)
+        for i in range(blocks):
+            block = (start + i) % blocks
+            lock = open(_LOCK_DIR / f"block-{block}.lock", "wb")  # noqa: SIM115 - held open
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                continue
+            self.lock, self.pid = lock, os.getpid()
+            self.first = self.next = _LOWEST_PORT + block * PORT_BLOCK
+            return True
+        return False
+
+    def take(self) -> int | None:
+        """The block's next port that nothing is bound to, or None without a block."""
+        if self.pid != os.getpid() and not self.claim():  # a fork holds no lock of its own
+            return None
+        for _ in range(PORT_BLOCK):
+            port = self.next
+            self.next = self.first + (self.next + 1 - self.first) % PORT_BLOCK
+            if _bindable(port):
+                return port
+        return None
+
+
+def _bindable(port: int) -> bool:
+    """Nothing holds ``port`` on the loopback address (no SO_REUSEADDR: a port with
+    connections still in TIME_WAIT is skipped too)."""
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True
+
+
+_ports = _PortBlock()
+
+
 def free_port() -> int:
+    """A loopback port for a test server that no other test process is handed (see
+    :data:`PORT_BLOCK`); a port the kernel picks when no block is left."""
+    port = _ports.take()
+    if port is not None:
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
