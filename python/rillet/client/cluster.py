@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from rillet._core import FetchResponseView, decode_fetch_response
-from rillet.client.kafka_connection import KafkaConnection
+from rillet.client.kafka_connection import AUTHENTICATION_FAILURES, KafkaConnection
+from rillet.client.sasl import ClientSasl
 from rillet.client.security import open_channel, unreachable
 from rillet.errors import (
     InvalidConfigurationError,
@@ -102,7 +103,9 @@ class ClusterMetadata:
     calls then reach gRPC through the Kafka listener's relay), or ``auto``: Kafka's protocol
     when the bootstrap servers are Kafka listeners, gRPC when they are gRPC listeners (which
     close a connection that opens with Kafka's ApiVersions). ``auto`` settles on the first
-    metadata answer, and :attr:`transport` then says which."""
+    metadata answer, and :attr:`transport` then says which. With ``sasl`` the transport is
+    Kafka's protocol (``auto`` settles on it at once), and :meth:`channel` refuses: a SASL
+    listener relays no gRPC."""
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class ClusterMetadata:
         transport: str = "grpc",
         client_id: str = "rillet",
         tls: ClientTls | None = None,
+        sasl: ClientSasl | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise InvalidConfigurationError(
@@ -120,7 +124,8 @@ class ClusterMetadata:
         self.bootstrap = bootstrap
         self.request_timeout_ms = request_timeout_ms
         self.tls = tls
-        self.transport = transport
+        self.sasl = sasl
+        self.transport = "kafka" if sasl is not None else transport
         self.client_id = client_id
         # Sent with produce and fetch calls: a broker's client quotas go by client id.
         self.call_metadata: tuple[tuple[str, str], ...] = (("client-id", client_id),)
@@ -133,6 +138,13 @@ class ClusterMetadata:
         self._topics: set[str] = set()
 
     def channel(self, address: str) -> grpc.Channel:
+        if self.sasl is not None:
+            raise InvalidConfigurationError(
+                f"this call goes over gRPC (relayed by a Kafka listener), and the SASL "
+                f"listener at {address} relays no gRPC: over SASL, Rillet's client produces "
+                "(with enable_idempotence=False, no transactions) and fetches (assign() and "
+                "seek()); groups, ListOffsets and InitProducerId are not spoken over SASL yet"
+            )
         with self._lock:
             ch = self._channels.get(address)
             if ch is None:
@@ -171,7 +183,7 @@ class ClusterMetadata:
             conn = self._kafka.get(address)
             if conn is None:
                 conn = self._kafka[address] = KafkaConnection(
-                    address, self.client_id, self.request_timeout_ms, self.tls
+                    address, self.client_id, self.request_timeout_ms, self.tls, self.sasl
                 )
             return conn
 
@@ -227,7 +239,7 @@ class ClusterMetadata:
                 continue
             self.transport = "grpc"
             return
-        if isinstance(last, SslAuthenticationError):
+        if isinstance(last, (SslAuthenticationError, *AUTHENTICATION_FAILURES)):
             raise last
         raise KafkaTimeoutError(f"could not reach any broker of {self.bootstrap}: {last}")
 

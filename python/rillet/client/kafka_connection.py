@@ -5,12 +5,19 @@ Requests are framed by the caller's thread, which writes them; one reader thread
 connection reads the responses, matches each to its request by correlation id and hands
 the decoded body to the request's callback. The first request of a connection is
 ApiVersions, and every request goes out at the highest version both sides know
-(:meth:`KafkaConnection.request` takes the range the caller can encode).
+(:meth:`KafkaConnection.request` takes the range the caller can encode). On a SASL listener
+(``sasl`` given) the connection then authenticates (:mod:`rillet.client.sasl`) before any
+request goes out.
 
 A request unanswered after ``request_timeout_ms`` closes the connection, as Kafka's
 clients do: its responses could no longer be trusted to follow. Whatever is outstanding
 when a connection closes fails with a retriable error (``NetworkError``, or
 ``KafkaTimeoutError`` for the timeout), and the next request opens a new connection.
+
+A failed authentication (SASL_AUTHENTICATION_FAILED with the broker's reason, or a mechanism
+the broker does not enable) is not retried: credentials do not mend by reconnecting, so
+every later request of the connection fails at once with the same error, without
+connecting again, as Kafka's clients treat an AuthenticationException as fatal.
 """
 
 from __future__ import annotations
@@ -29,23 +36,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from rillet._core import kafka_decode_response, kafka_encode_request
+from rillet.client.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, ClientSasl
 from rillet.client.tls_socket import TlsSocket
 from rillet.errors import (
+    IllegalSaslStateError,
     KafkaError,
     KafkaTimeoutError,
     NetworkError,
+    SaslAuthenticationFailedError,
     SslAuthenticationError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
 )
 from rillet.security.tls import ClientTls
 
-__all__ = ["API_VERSIONS", "KafkaConnection", "Response"]
+__all__ = ["API_VERSIONS", "AUTHENTICATION_FAILURES", "KafkaConnection", "Response"]
 
 _log = logging.getLogger(__name__)
 
 API_VERSIONS = 18
 _API_VERSIONS_VERSION = 3
+# SaslHandshake v1 (v0 would send the tokens without SaslAuthenticate's framing), then
+# SaslAuthenticate at the highest version both sides know.
+_SASL_HANDSHAKE_VERSIONS = (1, 1)
+_SASL_AUTHENTICATE_VERSIONS = (0, 2)
+# The failures of a SASL exchange that reconnecting would not mend.
+AUTHENTICATION_FAILURES = (
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    IllegalSaslStateError,
+)
 # Responses bigger than this are refused (and the connection closed): the client's own
 # requests never ask for more.
 _MAX_RESPONSE_BYTES = 256 << 20
@@ -79,12 +100,14 @@ class KafkaConnection:
         client_id: str,
         request_timeout_ms: int,
         tls: ClientTls | None = None,
+        sasl: ClientSasl | None = None,
     ) -> None:
         host, _, port = address.rpartition(":")
         self.address = address
         self._host, self._port = host.strip("[]"), int(port)
         self._client_id = client_id
         self._tls = tls.ssl_context() if tls is not None else None
+        self._sasl = sasl
         self._timeout_s = request_timeout_ms / 1000
         self._lock = threading.Lock()  # guards the fields below and orders writes
         self._sock: _Stream | None = None
@@ -92,6 +115,8 @@ class KafkaConnection:
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
         self._closed = False
+        # Why authentication failed, once it has: every later request fails so too.
+        self._auth_failure: KafkaError | None = None
 
     # -- requests --------------------------------------------------------------------------
 
@@ -198,6 +223,9 @@ class KafkaConnection:
             raise NetworkError(f"connection to {self.address} closed")
         if self._sock is not None:
             return self._sock
+        if self._auth_failure is not None:
+            failure = self._auth_failure
+            raise type(failure)(str(failure))
         try:
             raw = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
         except OSError as e:
@@ -230,6 +258,8 @@ class KafkaConnection:
             # EOF: the listener closed on ApiVersions (one that does not speak Kafka's protocol).
             sock.close()
             raise NetworkError(f"connecting to {self.address} failed: {e}") from e
+        if self._sasl is not None:
+            self._authenticate(sock, self._sasl)
         # Reads block for at most a second, so the reader notices requests timing out.
         sock.settimeout(1.0)
         self._sock = sock
@@ -252,6 +282,76 @@ class KafkaConnection:
                 f"ApiVersions v{_API_VERSIONS_VERSION} refused by {self.address}"
             )
         return {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+
+    def _authenticate(self, sock: _Stream, sasl: ClientSasl) -> None:
+        """SaslHandshake, then SaslAuthenticate rounds until the mechanism is done (call
+        under the lock, before the reader starts); closes ``sock`` when it fails."""
+        try:
+            handshake = self._exchange(
+                sock, SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSIONS, {"mechanism": sasl.mechanism}
+            )
+            code = handshake["error_code"]
+            if code == UnsupportedSaslMechanismError.code:
+                raise UnsupportedSaslMechanismError(
+                    f"{self.address} does not enable SASL mechanism {sasl.mechanism}: it "
+                    f"enables {', '.join(handshake['mechanisms']) or 'none'}"
+                )
+            if code == IllegalSaslStateError.code:
+                raise IllegalSaslStateError(
+                    f"{self.address} refused SaslHandshake: it is not a SASL listener "
+                    "(security.protocol PLAINTEXT or SSL)"
+                )
+            if code:
+                raise error_for_code(code)(f"SaslHandshake refused by {self.address}")
+            exchange = sasl.exchange()
+            token = next(exchange)
+            while True:
+                answer = self._exchange(
+                    sock, SASL_AUTHENTICATE, _SASL_AUTHENTICATE_VERSIONS, {"auth_bytes": token}
+                )
+                code = answer["error_code"]
+                if code:
+                    reason = answer.get("error_message") or "no reason given"
+                    raise error_for_code(code)(
+                        f"SASL {sasl.mechanism} authentication of {sasl.username} with "
+                        f"{self.address} failed: {reason}"
+                    )
+                try:
+                    token = exchange.send(bytes(answer["auth_bytes"]))
+                except StopIteration:
+                    return
+        except AUTHENTICATION_FAILURES as e:
+            sock.close()
+            self._auth_failure = e
+            raise
+        except KafkaError:
+            sock.close()
+            raise
+        except TimeoutError as e:
+            sock.close()
+            raise KafkaTimeoutError(
+                f"{self.address} did not answer SASL authentication in {self._timeout_s} s"
+            ) from e
+        except (OSError, EOFError) as e:
+            sock.close()
+            raise NetworkError(
+                f"{self.address} closed the connection during SASL authentication: {e}"
+            ) from e
+
+    def _exchange(
+        self, sock: _Stream, api_key: int, versions: tuple[int, int], body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One request of the connection's opening, answered before the reader starts."""
+        version = self._pick(api_key, versions)
+        correlation_id = self._correlation_id()
+        sock.sendall(kafka_encode_request(api_key, version, correlation_id, self._client_id, body))
+        answered, response = kafka_decode_response(api_key, version, _read_frame(sock))
+        if answered != correlation_id:
+            raise NetworkError(
+                f"{self.address} answered correlation id {answered}, not {correlation_id}"
+            )
+        result: dict[str, Any] = response
+        return result
 
     def _read(self, sock: _Stream) -> None:
         """The reader thread: completes requests as their responses come, until the

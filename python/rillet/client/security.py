@@ -1,11 +1,15 @@
-"""The client's security configs: ``security_protocol`` and TLS, with kafka-python's names
-(``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_password``,
-``ssl_check_hostname``) or the Java client's (``ssl.truststore.location``,
-``ssl.keystore.location``, ``ssl.key.password``, ... with ``ssl.*.type`` PEM or PKCS12), so
-a Kafka ``client.properties`` works as it is (``--command-config`` in the tools).
+"""The client's security configs: ``security_protocol``, TLS and SASL, with kafka-python's
+names (``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_password``,
+``ssl_check_hostname``; ``sasl_mechanism``, ``sasl_plain_username``, ``sasl_plain_password``)
+or the Java client's (``ssl.truststore.location``, ``ssl.keystore.location``,
+``ssl.key.password``, ... with ``ssl.*.type`` PEM or PKCS12; ``sasl.jaas.config``), so a
+Kafka ``client.properties`` works as it is (``--command-config`` in the tools).
 
 Both transports speak TLS: gRPC through its channel credentials, Kafka's protocol through
-:class:`~rillet.client.tls_socket.TlsSocket`.
+:class:`~rillet.client.tls_socket.TlsSocket`. Only Kafka's protocol speaks SASL
+(``SASL_PLAINTEXT``, ``SASL_SSL``; :mod:`rillet.client.sasl`): a broker's gRPC listeners
+take no SASL, and its SASL listeners relay no gRPC, so SASL needs ``transport="kafka"``
+(``auto`` settles on it), and is refused for a client that speaks gRPC only.
 """
 
 from __future__ import annotations
@@ -16,17 +20,20 @@ from typing import Any
 import grpc
 
 from rillet.client.configs import merge_configs
+from rillet.client.sasl import SASL_MECHANISMS, ClientSasl
 from rillet.errors import (
     InvalidConfigurationError,
     KafkaError,
     KafkaTimeoutError,
     SslAuthenticationError,
 )
+from rillet.security.sasl import PLAIN_LOGIN_MODULE, parse_jaas
 from rillet.security.tls import ClientTls, load_key_material
 
 __all__ = [
     "SECURITY_CONFIG_TYPES",
     "SECURITY_DEFAULTS",
+    "client_sasl",
     "client_tls",
     "open_channel",
     "tls_from_properties",
@@ -53,6 +60,13 @@ SECURITY_DEFAULTS: Mapping[str, Any] = {
     "ssl_keystore_certificate_chain": None,
     "ssl_key_password": None,
     "ssl_endpoint_identification_algorithm": "https",
+    # SASL, by kafka-python's names (the username and password serve SCRAM too), or the
+    # Java client's sasl.jaas.config (a PlainLoginModule or ScramLoginModule with username
+    # and password options).
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
+    "sasl_jaas_config": None,
 }
 
 # The same configs by their dotted names, as a client.properties file has them (for the
@@ -63,6 +77,7 @@ SECURITY_CONFIG_TYPES: Mapping[str, str] = {
 }
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _JAVA_STORE_KEYS = (
     "ssl_truststore_location",
     "ssl_truststore_certificates",
@@ -71,22 +86,79 @@ _JAVA_STORE_KEYS = (
 )
 
 
-def client_tls(config: Mapping[str, Any]) -> ClientTls | None:
-    """The TLS a client with ``config`` connects with (None: PLAINTEXT); raise
-    InvalidConfigurationError for a protocol it cannot speak or material that does not
-    load."""
+def _protocol(config: Mapping[str, Any]) -> str:
     protocol = str(config.get("security_protocol") or "PLAINTEXT").upper()
     if protocol not in _PROTOCOLS:
         raise InvalidConfigurationError(
             f"Invalid value {config['security_protocol']} for configuration security.protocol: "
             f"String must be one of: {', '.join(_PROTOCOLS)}"
         )
-    if protocol.startswith("SASL"):
+    return protocol
+
+
+def client_sasl(config: Mapping[str, Any]) -> ClientSasl | None:
+    """The SASL credentials a client with ``config`` authenticates with (None: not a SASL
+    protocol); raise InvalidConfigurationError for an unknown mechanism, missing credentials,
+    a client on gRPC (``transport`` "grpc", or no ``transport`` config: a client that speaks
+    gRPC only), or a transactional id or group id (their calls go over gRPC)."""
+    protocol = _protocol(config)
+    if not protocol.startswith("SASL_"):
+        return None
+    transport = str(config.get("transport") or "grpc")
+    if transport == "grpc":
+        speaks = "transport=grpc" if "transport" in config else "this client speaks gRPC only"
         raise InvalidConfigurationError(
-            f"Invalid value {protocol} for configuration security.protocol: SASL is not "
-            "supported yet; use PLAINTEXT or SSL"
+            f"Invalid value {protocol} for configuration security.protocol: SASL is spoken "
+            f"over Kafka's protocol only (transport=kafka), and {speaks}: gRPC listeners take "
+            "no SASL"
         )
-    if protocol == "PLAINTEXT":
+    for name, what in (("transactional_id", "transactions"), ("group_id", "consumer groups")):
+        if config.get(name) is not None:
+            raise InvalidConfigurationError(
+                f"{name.replace('_', '.')} with security.protocol={protocol}: Rillet's client "
+                f"sends {what} over gRPC (relayed by a Kafka listener), and a SASL listener "
+                "relays no gRPC; over SASL it produces and fetches (assign() and seek()) only"
+            )
+    mechanism = str(config.get("sasl_mechanism") or "").upper()
+    if mechanism not in SASL_MECHANISMS:
+        given = config.get("sasl_mechanism")
+        raise InvalidConfigurationError(
+            (
+                f"Invalid value {given} for configuration sasl.mechanism"
+                if given
+                else f"security.protocol={protocol} needs sasl.mechanism"
+            )
+            + f": String must be one of: {', '.join(SASL_MECHANISMS)}"
+        )
+    username, password = config.get("sasl_plain_username"), config.get("sasl_plain_password")
+    jaas = config.get("sasl_jaas_config")
+    if jaas:
+        module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else _SCRAM_LOGIN_MODULE
+        entry = parse_jaas(str(jaas))
+        if entry.login_module != module:
+            raise InvalidConfigurationError(
+                f"Invalid value for configuration sasl.jaas.config: sasl.mechanism={mechanism} "
+                f"takes {module}, not {entry.login_module}"
+            )
+        username = username or entry.options.get("username")
+        password = password or entry.options.get("password")
+    if not username or not password:
+        credentials = (("sasl_plain_username", username), ("sasl_plain_password", password))
+        missing = " and ".join(name for name, value in credentials if not value)
+        raise InvalidConfigurationError(
+            f"security.protocol={protocol} with sasl.mechanism={mechanism} needs {missing} "
+            "(or username and password in sasl.jaas.config)"
+        )
+    return ClientSasl(mechanism, str(username), str(password))
+
+
+def client_tls(config: Mapping[str, Any]) -> ClientTls | None:
+    """The TLS a client with ``config`` connects with (None: PLAINTEXT or SASL_PLAINTEXT);
+    raise InvalidConfigurationError for a protocol it cannot speak (SASL on gRPC too: see
+    :func:`client_sasl`) or material that does not load."""
+    protocol = _protocol(config)
+    client_sasl(config)
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
     if any(config.get(k) for k in _JAVA_STORE_KEYS):
         settings = {

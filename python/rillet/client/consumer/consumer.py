@@ -37,7 +37,7 @@ from rillet.client.consumer.member_base import CommitCallback, GroupMemberBase
 from rillet.client.consumer.metrics import ConsumerCoordinatorMetrics, FetchManagerMetrics
 from rillet.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState
 from rillet.client.metrics import METRICS_DEFAULTS, KafkaMetric, MetricName, metrics_from_config
-from rillet.client.security import SECURITY_DEFAULTS, client_tls
+from rillet.client.security import SECURITY_DEFAULTS, client_sasl, client_tls
 from rillet.errors import (
     IllegalStateError,
     InvalidConfigurationError,
@@ -181,6 +181,7 @@ class Consumer:
             str(c["transport"]),
             str(c["client_id"]),
             client_tls(c),
+            client_sasl(c),
         )
         self._subscriptions = SubscriptionState()
         self._metrics = metrics_from_config(c)

@@ -33,7 +33,7 @@ from rillet.client.metrics import METRICS_DEFAULTS, KafkaMetric, MetricName, met
 from rillet.client.producer.idempotence import IdempotentState
 from rillet.client.producer.sender import Doorbell, Sender
 from rillet.client.producer.transactions import TransactionManager
-from rillet.client.security import SECURITY_DEFAULTS, client_tls
+from rillet.client.security import SECURITY_DEFAULTS, client_sasl, client_tls
 from rillet.errors import (
     IllegalStateError,
     InvalidConfigurationError,
@@ -164,6 +164,7 @@ class Producer:
             str(c["transport"]),
             str(c["client_id"]),
             client_tls(c),
+            client_sasl(c),
         )
         self._txn = (
             None
