@@ -215,12 +215,19 @@ def test_a_wrong_password_fails_authentication_once(
     }
     try:
         with Producer(**configs, enable_idempotence=False) as producer:
+            messages = []
             for _ in range(2):
                 with pytest.raises(SaslAuthenticationFailedError, match=reason) as failed:
                     producer.send("never-created", b"never")
-                assert f"SASL {mechanism} authentication of " in str(failed.value)
+                messages.append(str(failed.value))
         # The second send failed as the first had, without connecting again.
         assert proxy.accepted == 1
+        user = "alice" if mechanism == "PLAIN" else SCRAM_USER
+        expected = (
+            f"[SASL_AUTHENTICATION_FAILED] SASL {mechanism} authentication of {user} with "
+            f"{proxy.address} failed: {reason}"
+        )
+        assert messages == [expected, expected]
         consumer = Consumer(**configs)
         with (
             contextlib.closing(consumer),

@@ -225,7 +225,7 @@ class KafkaConnection:
             return self._sock
         if self._auth_failure is not None:
             failure = self._auth_failure
-            raise type(failure)(str(failure))
+            raise type(failure)(failure.message)
         try:
             raw = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
         except OSError as e:
