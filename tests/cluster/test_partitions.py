@@ -28,7 +28,11 @@ from tests.support.workload import Workload, check_workload, fault_cluster
 
 TP = TopicPartition("cut", 0)
 
-pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+# One worker at a time changes iptables and creates networks (xdist group "network").
+pytestmark = [
+    pytest.mark.skipif(unavailable() is not None, reason=str(unavailable())),
+    pytest.mark.xdist_group("network"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,11 @@ def _unavailable() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable()))
+# One worker at a time changes iptables and creates networks (xdist group "network").
+pytestmark = [
+    pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
+    pytest.mark.xdist_group("network"),
+]
 
 
 def _run(*argv: str, env: dict[str, str] | None = None) -> str:
