@@ -78,7 +78,8 @@ def test_a_produce_request_and_its_response() -> None:
     in_flight[0] = 1
     sensors.record_request(node, batches, created + 7, clock.ms)
     clock.ms = 250
-    sensors.record_response(node, 12.5, clock.ms)
+    sensors.record_response(node, 12.5, 0, clock.ms)
+    sensors.record_response(node, 7.5, 300, clock.ms)  # throttled by a client quota
     got = metrics.snapshot()
     p = got["producer-metrics"]
     assert p["record-send-total"] == 5.0
@@ -87,8 +88,9 @@ def test_a_produce_request_and_its_response() -> None:
     assert p["batch-size-avg"] == pytest.approx(sum(sizes) / 2)
     assert p["batch-size-max"] == float(max(sizes))
     assert 7.0 <= p["record-queue-time-max"] <= 7.0 + abs(a.created_ms - b.created_ms)
-    assert p["request-total"] == p["response-total"] == 1.0
-    assert p["request-latency-avg"] == p["request-latency-max"] == 12.5
+    assert p["request-total"] == 1.0 and p["response-total"] == 2.0
+    assert p["request-latency-avg"] == 10.0 and p["request-latency-max"] == 12.5
+    assert p["produce-throttle-time-avg"] == 150.0 and p["produce-throttle-time-max"] == 300.0
     assert p["requests-in-flight"] == 1.0
     assert p["buffer-total-bytes"] == float(1 << 20)
     assert p["buffer-available-bytes"] == float((1 << 20) - acc.used_memory)
@@ -97,7 +99,7 @@ def test_a_produce_request_and_its_response() -> None:
     assert got["producer-topic-metrics.b"]["record-send-total"] == 2.0
     assert got["producer-topic-metrics.a"]["byte-total"] == float(len(a.records or b""))
     n = got["producer-node-metrics.node-127.0.0.1:1"]
-    assert n["request-total"] == n["response-total"] == 1.0
+    assert n["request-total"] == 1.0 and n["response-total"] == 2.0
     assert n["request-latency-max"] == 12.5
 
 

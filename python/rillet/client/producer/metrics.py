@@ -167,6 +167,15 @@ class SenderMetrics:
         self.latency = metrics.sensor("request-latency")
         self.latency.add(name("request-latency-avg", "The average request latency in ms"), Avg())
         self.latency.add(name("request-latency-max", "The maximum request latency in ms"), Max())
+        self.throttle_time = metrics.sensor("produce-throttle-time")
+        self.throttle_time.add(
+            name("produce-throttle-time-avg", "The average time in ms a request was throttled"),
+            Avg(),
+        )
+        self.throttle_time.add(
+            name("produce-throttle-time-max", "The maximum time in ms a request was throttled"),
+            Max(),
+        )
         self.retries = metrics.sensor("record-retries")
         self.retries.add_meter(
             name("record-retry-rate", "The average per-second number of retried record sends"),
@@ -257,7 +266,12 @@ class SenderMetrics:
         self.requests.record(1.0, now_ms)
         node.requests.record(1.0, now_ms)
 
-    def record_response(self, node: _NodeSensors, latency_ms: float, now_ms: float) -> None:
+    def record_response(
+        self, node: _NodeSensors, latency_ms: float, throttle_ms: int, now_ms: float
+    ) -> None:
+        """A produce response, ``latency_ms`` after its request, throttled ``throttle_ms``
+        by the broker's client quota."""
+        self.throttle_time.record(throttle_ms, now_ms)
         self.responses.record(1.0, now_ms)
         node.responses.record(1.0, now_ms)
         self.latency.record(latency_ms, now_ms)

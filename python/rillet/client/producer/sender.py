@@ -554,7 +554,7 @@ class Sender:
             error = KafkaTimeoutError(f"produce to {address} failed: {e.code()}")
             self._on_results(group, {}, error)
             return
-        self._record_response(address, sent_ms)
+        self._record_response(address, sent_ms, response.throttle_time_ms)
         results: dict[TopicPartition, PartitionResult] = {
             TopicPartition(t.name, p.partition): p for t in response.topics for p in t.partitions
         }
@@ -574,7 +574,7 @@ class Sender:
         if error is None and body is None:
             results = {b.tp: _UNACKNOWLEDGED for b in group}
         elif body is not None:
-            self._record_response(address, sent_ms)
+            self._record_response(address, sent_ms, body.get("throttle_time_ms", 0))
             results = {
                 TopicPartition(t["name"], p["index"]): _KafkaPartitionResult(
                     p["error_code"],
@@ -588,11 +588,11 @@ class Sender:
             }
         self._on_results(group, results, error)
 
-    def _record_response(self, address: str, sent_ms: float) -> None:
+    def _record_response(self, address: str, sent_ms: float, throttle_ms: int) -> None:
         sensors = self.sensors
         if sensors is not None:
             now = sensors.metrics.clock()
-            sensors.record_response(sensors.node(address), now - sent_ms, now)
+            sensors.record_response(sensors.node(address), now - sent_ms, throttle_ms, now)
 
     def _on_results(
         self,
