@@ -95,7 +95,14 @@ def test_a_batch_failing_for_good_fails_the_transaction_at_once(broker: MiniBrok
         p.commit_transaction()
     finally:
         p.close(10)
-    batches = decode_batches(broker.log("t", 0).read(0, 1 << 30).read_all())
+    # commit_transaction returns once PrepareCommit is written; the coordinator writes the
+    # markers after it, as Kafka's does: wait for the commit's (it came late under load).
+    deadline = time.monotonic() + 30
+    while True:
+        batches = decode_batches(broker.log("t", 0).read(0, 1 << 30).read_all())
+        if sum(b.is_control for b in batches) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     data = [r.value for b in batches if not b.is_control for r in b.records]
     markers = [b for b in batches if b.is_control]
     assert data == [b"first", b"second"]
