@@ -144,14 +144,18 @@ def test_a_copier_killed_again_and_again_copies_each_record_exactly_once(
         for kill in range(KILLS):
             opened = _opened(log)
             proc = _copier(cluster, log)
-            if kill % 2:
-                # Aimed: inside a transaction whose records are written, which the next
-                # copier must abort.
-                _await_open_transaction(cluster, log, opened)
-            else:
-                time.sleep(rng.uniform(1.5, 4.0))
-            proc.kill()
-            proc.wait()
+            try:
+                if kill % 2:
+                    # Aimed: inside a transaction whose records are written, which the next
+                    # copier must abort.
+                    _await_open_transaction(cluster, log, opened)
+                else:
+                    time.sleep(rng.uniform(1.5, 4.0))
+            finally:
+                # Killed on a failure too: a copier left running fails whichever test the
+                # worker runs next (ResourceWarning: subprocess still running).
+                proc.kill()
+                proc.wait()
     finally:
         stop.set()
         feeder.join(60)
