@@ -22,7 +22,7 @@ when it has one and names its principal with ``ssl.principal.mapping.rules``; a 
 no rule applies to closes the connection. A SASL listener
 (:class:`~rillet.security.sasl.ListenerSasl`) serves a connection only once it has
 authenticated with SaslHandshake and SaslAuthenticate (:mod:`rillet.security.sasl`), and
-relays no gRPC.
+relays gRPC only to a SASL gRPC listener, where each call authenticates itself.
 
 A connection that opens with HTTP/2's preface (``PRI * HTTP/2.0``: a gRPC client, whose first
 four bytes read as a frame of 1.3 GB, which no Kafka client sends) is relayed to the broker's
@@ -94,6 +94,7 @@ class KafkaListener:
         network_threads: int = 3,
         grpc_address: tuple[str, int] | None = None,
         grpc_tls: ClientTls | None = None,
+        grpc_authenticates: bool = False,
         failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.apis = apis
@@ -101,6 +102,9 @@ class KafkaListener:
         self._senders = ThreadPoolExecutor(network_threads, thread_name_prefix="kafka-sendfile")
         # Where a gRPC client that connected here is relayed (the module doc).
         self.grpc_address = grpc_address
+        # Whether that gRPC listener is a SASL one: calls relayed from a SASL listener must
+        # authenticate there, with session tokens.
+        self.grpc_authenticates = grpc_authenticates
         self._grpc_ssl = grpc_tls.ssl_context() if grpc_tls is not None else None
         if self._grpc_ssl is not None:
             self._grpc_ssl.set_alpn_protocols(["h2"])  # gRPC speaks HTTP/2 only
@@ -189,9 +193,11 @@ class KafkaListener:
             REQUEST_HEADER_MIN_BYTES,
             self.max_request_bytes,
             serve,
-            # A SASL listener relays nothing: gRPC would bypass its authentication.
+            # A SASL listener relays gRPC only to a SASL gRPC listener: elsewhere the calls
+            # would bypass its authentication.
             _HTTP2_PREFACE_START
-            if self.grpc_address is not None and listener_name not in self._sasl
+            if self.grpc_address is not None
+            and (listener_name not in self._sasl or self.grpc_authenticates)
             else None,
         )
 
