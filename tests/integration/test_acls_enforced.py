@@ -3,8 +3,8 @@ Kafka clients (confluent-kafka) authenticate with SASL/PLAIN as different users,
 (a super user) manages ACLs with Kafka's admin API, and each operation is tried by a
 permitted and a denied principal: producing, consuming, committing, creating topics and
 describing, with literal, prefixed and wildcard patterns and DENY over ALLOW. Denials are
-logged as Kafka's authorizer logs them; gRPC listeners serve only principals allowed
-CLUSTER_ACTION."""
+logged as Kafka's authorizer logs them; gRPC listeners check each call against the ACLs too
+(``tests/integration/test_grpc_sasl_acls.py`` runs the same operations over gRPC)."""
 
 from __future__ import annotations
 
@@ -301,8 +301,9 @@ def test_only_a_principal_allowed_alter_on_the_cluster_manages_acls(
     }
 
 
-def test_grpc_listeners_refuse_principals_without_cluster_action(tmp_path: Path) -> None:
-    """With ANONYMOUS no super user, a plaintext gRPC client is refused."""
+def test_grpc_listeners_check_the_acls_of_anonymous_callers(tmp_path: Path) -> None:
+    """With ANONYMOUS no super user, a plaintext gRPC client (User:ANONYMOUS) is refused
+    what it has no ACL for: describing the cluster needs DESCRIBE on it."""
     s = AclServer(tmp_path / "data", super_users="User:admin")
     s.start()
     try:

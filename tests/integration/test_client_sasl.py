@@ -4,7 +4,8 @@ users from ``sasl.jaas.config``, SCRAM-SHA-256 and SCRAM-SHA-512 users set with
 ``rillet configs``. Records produced over each mechanism are read back by a consumer over
 SASL; a wrong password fails with the broker's SASL_AUTHENTICATION_FAILED, once: the client
 does not connect again; calls that Rillet's client sends over gRPC (InitProducerId,
-ListOffsets) are refused by name, since a SASL listener relays no gRPC."""
+ListOffsets) are relayed by the Kafka SASL listener to the node's SASL gRPC listener, where
+they authenticate with a session token."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from rillet import Consumer, Producer
 from rillet.client.cluster import METADATA_API_KEY, METADATA_VERSIONS
 from rillet.client.kafka_connection import KafkaConnection
 from rillet.client.sasl import ClientSasl
-from rillet.errors import InvalidConfigurationError, SaslAuthenticationFailedError
+from rillet.errors import SaslAuthenticationFailedError
 from rillet.security.certs import CertFiles, make_ca, make_cert
 from rillet.security.sasl import PLAIN_LOGIN_MODULE
 from rillet.types import TopicPartition
@@ -45,24 +46,27 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> CertFiles:
 class SaslServer(ServerProcess):
     """A node whose Kafka-protocol listeners are SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512):
     SASL_PLAINTEXT on ``sasl_port``, SASL_SSL (``certs``) on ``sasl_ssl_port``; gRPC on
-    ``port``."""
+    ``port`` and, SASL_PLAINTEXT, on ``grpc_sasl_port`` (where the Kafka listeners relay)."""
 
     def __init__(self, data_dir: Path, certs: CertFiles) -> None:
         super().__init__(data_dir)
         self.sasl_port, self.sasl_ssl_port = free_port(), free_port()
+        self.grpc_sasl_port = free_port()
         users = " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items())
         listeners = [
             f"PLAINTEXT://localhost:{self.port}",
             f"SASL://localhost:{self.sasl_port}",
             f"SECURE://localhost:{self.sasl_ssl_port}",
+            f"GSASL://localhost:{self.grpc_sasl_port}",
         ]
         self.overrides = {
             "listeners": ",".join([*listeners, f"CONTROLLER://localhost:{self.cport}"]),
             "advertised.listeners": ",".join(listeners),
             "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT"
+                "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,SECURE:SASL_SSL,GSASL:SASL_PLAINTEXT,"
+                "CONTROLLER:PLAINTEXT"
             ),
-            "grpc.listener.names": "PLAINTEXT",
+            "grpc.listener.names": "PLAINTEXT,GSASL",
             "inter.broker.listener.name": "PLAINTEXT",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
@@ -239,17 +243,21 @@ def test_a_wrong_password_fails_authentication_once(
         proxy.close()
 
 
-def test_calls_over_grpc_are_refused_by_name_over_sasl(server: SaslServer) -> None:
-    """An idempotent producer asks InitProducerId over gRPC, which a SASL listener does not
-    relay: its records fail with why, not a timeout."""
+def test_calls_over_grpc_are_relayed_to_the_sasl_grpc_listener(server: SaslServer) -> None:
+    """An idempotent producer asks InitProducerId over gRPC, and a consumer without a
+    position asks ListOffsets: the Kafka SASL listener relays both to the SASL gRPC
+    listener, where the client authenticates again (SCRAM too) and is served."""
     server.create_topic("sasl-idempotent", 1)
-    with Producer(**sasl_configs(server, "PLAIN"), max_block_ms=10_000) as producer:
-        # The record fails, or send() itself once the sender has failed.
-        with pytest.raises(InvalidConfigurationError, match="relays no gRPC") as refused:
-            producer.send("sasl-idempotent", b"idempotent").get(30)
-        assert "enable_idempotence=False" in str(refused.value)
-    # A consumer without a position asks ListOffsets (auto_offset_reset), over gRPC too.
-    with contextlib.closing(Consumer(**sasl_configs(server, "PLAIN"))) as consumer:
-        consumer.assign([TopicPartition("sasl-idempotent", 0)])
-        with pytest.raises(InvalidConfigurationError, match="relays no gRPC"):
-            consumer.poll(timeout_ms=10_000)
+    configs = sasl_configs(server, "SCRAM-SHA-256")
+    with Producer(**configs, max_block_ms=30_000) as producer:
+        assert producer.send("sasl-idempotent", b"idempotent").get(30).offset == 0
+    with contextlib.closing(Consumer(**configs, auto_offset_reset="earliest")) as consumer:
+        tp = TopicPartition("sasl-idempotent", 0)
+        consumer.assign([tp])
+        values: list[bytes] = []
+        for _ in range(60):
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+            if values:
+                break
+        assert values == [b"idempotent"]

@@ -52,6 +52,10 @@ class BrokerAuthorizer:
         self._acls: Mapping[uuid.UUID, AccessControlEntryRecord] | None = None
         self._authorizer = Authorizer()
 
+    def image(self) -> MetadataImage:
+        """The metadata image the ACLs are read from (which topics exist, by name and id)."""
+        return self._image()
+
     def current(self) -> Authorizer:
         """The authorizer of the current image's ACLs."""
         acls = self._image().acls

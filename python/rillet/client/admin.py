@@ -13,7 +13,14 @@ from rillet.broker.apis import LogDirDescription
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.configs import merge_configs, parse_bootstrap
 from rillet.client.group_admin import ConsumerGroupAdmin
-from rillet.client.security import SECURITY_DEFAULTS, client_tls, open_channel, unreachable
+from rillet.client.security import (
+    SECURITY_DEFAULTS,
+    client_sasl,
+    client_tls,
+    open_channel,
+    refusal,
+    unreachable,
+)
 from rillet.client.security_admin import SecurityAdmin
 from rillet.client.txn_admin import TransactionAdmin
 from rillet.controller.elections import ElectionType
@@ -127,6 +134,7 @@ class AdminClient(ConsumerGroupAdmin, TransactionAdmin, SecurityAdmin):
         self.config = merge_configs(self.DEFAULT_CONFIG, configs, kwargs, "admin")
         self._servers = parse_bootstrap(self.config["bootstrap_servers"])
         self._tls = client_tls(self.config)
+        self._sasl = client_sasl(self.config)
         self._channel: grpc.Channel | None = None
         self._timeout = self.config["request_timeout_ms"] / 1000
 
@@ -134,7 +142,7 @@ class AdminClient(ConsumerGroupAdmin, TransactionAdmin, SecurityAdmin):
         self,
     ) -> tuple[admin_pb2_grpc.AdminServiceStub, metadata_pb2_grpc.MetadataServiceStub]:
         if self._channel is None:
-            self._channel = open_channel(self._servers[0], self._tls, GRPC_OPTIONS)
+            self._channel = open_channel(self._servers[0], self._tls, GRPC_OPTIONS, self._sasl)
         return (
             admin_pb2_grpc.AdminServiceStub(self._channel),
             metadata_pb2_grpc.MetadataServiceStub(self._channel),
@@ -349,13 +357,13 @@ class AdminClient(ConsumerGroupAdmin, TransactionAdmin, SecurityAdmin):
             if broker_ids is not None and b["node_id"] not in broker_ids:
                 continue
             address = f"{b['host']}:{b['port']}"
-            with open_channel(address, self._tls, GRPC_OPTIONS) as channel:
+            with open_channel(address, self._tls, GRPC_OPTIONS, self._sasl) as channel:
                 try:
                     response = admin_pb2_grpc.AdminServiceStub(channel).DescribeLogDirs(
                         request, timeout=self._timeout
                     )
                 except grpc.RpcError as e:
-                    raise KafkaTimeoutError(
+                    raise refusal(e) or KafkaTimeoutError(
                         f"broker {b['node_id']} at {address} did not answer: {e.code()}"
                     ) from None
             dirs = log_dirs_from_pb(response)

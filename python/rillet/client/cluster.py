@@ -24,7 +24,7 @@ import grpc
 from rillet._core import FetchResponseView, decode_fetch_response
 from rillet.client.kafka_connection import AUTHENTICATION_FAILURES, KafkaConnection
 from rillet.client.sasl import ClientSasl
-from rillet.client.security import open_channel, unreachable
+from rillet.client.security import open_channel, refusal, unreachable
 from rillet.errors import (
     InvalidConfigurationError,
     KafkaError,
@@ -103,9 +103,8 @@ class ClusterMetadata:
     calls then reach gRPC through the Kafka listener's relay), or ``auto``: Kafka's protocol
     when the bootstrap servers are Kafka listeners, gRPC when they are gRPC listeners (which
     close a connection that opens with Kafka's ApiVersions). ``auto`` settles on the first
-    metadata answer, and :attr:`transport` then says which. With ``sasl`` the transport is
-    Kafka's protocol (``auto`` settles on it at once), and :meth:`channel` refuses: a SASL
-    listener relays no gRPC."""
+    metadata answer, and :attr:`transport` then says which. With ``sasl``, both transports
+    authenticate (:mod:`rillet.client.sasl`, :mod:`rillet.client.grpc_sasl`)."""
 
     def __init__(
         self,
@@ -125,7 +124,7 @@ class ClusterMetadata:
         self.request_timeout_ms = request_timeout_ms
         self.tls = tls
         self.sasl = sasl
-        self.transport = "kafka" if sasl is not None else transport
+        self.transport = transport
         self.client_id = client_id
         # Sent with produce and fetch calls: a broker's client quotas go by client id.
         self.call_metadata: tuple[tuple[str, str], ...] = (("client-id", client_id),)
@@ -138,17 +137,12 @@ class ClusterMetadata:
         self._topics: set[str] = set()
 
     def channel(self, address: str) -> grpc.Channel:
-        if self.sasl is not None:
-            raise InvalidConfigurationError(
-                f"this call goes over gRPC (relayed by a Kafka listener), and the SASL "
-                f"listener at {address} relays no gRPC: over SASL, Rillet's client produces "
-                "(with enable_idempotence=False, no transactions) and fetches (assign() and "
-                "seek()); groups, ListOffsets and InitProducerId are not spoken over SASL yet"
-            )
         with self._lock:
             ch = self._channels.get(address)
             if ch is None:
-                ch = self._channels[address] = open_channel(address, self.tls, GRPC_OPTIONS)
+                ch = self._channels[address] = open_channel(
+                    address, self.tls, GRPC_OPTIONS, self.sasl
+                )
             return ch
 
     def produce_call(self, address: str) -> ProduceCall:
@@ -236,6 +230,8 @@ class ClusterMetadata:
                 self._apply_grpc(stub.Metadata(request, timeout=self.request_timeout_ms / 1000))
             except grpc.RpcError as e:
                 last = unreachable(address, e, self.tls)
+                if refusal(e) is not None:
+                    raise last from None
                 continue
             self.transport = "grpc"
             return

@@ -16,7 +16,8 @@ import grpc
 
 from rillet.client.cluster import GRPC_OPTIONS
 from rillet.client.consumer.assignors.protocol import decode_assignment
-from rillet.client.security import open_channel
+from rillet.client.sasl import ClientSasl
+from rillet.client.security import open_channel, refusal
 from rillet.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -80,19 +81,22 @@ class ConsumerGroupAdmin(ABC):
 
     _timeout: float
     _tls: ClientTls | None
+    _sasl: ClientSasl | None
 
     @abstractmethod
     def describe_cluster(self) -> dict[str, Any]:
         """The AdminClient's: the brokers to ask."""
 
     def _group_call(self, address: str, name: str, request: Any) -> Any:
-        channel = open_channel(address, self._tls, GRPC_OPTIONS)
+        channel = open_channel(address, self._tls, GRPC_OPTIONS, self._sasl)
         try:
             return getattr(group_pb2_grpc.GroupServiceStub(channel), name)(
                 request, timeout=self._timeout
             )
         except grpc.RpcError as e:
-            raise CoordinatorNotAvailableError(f"{address} did not answer {name}") from e
+            raise refusal(e) or CoordinatorNotAvailableError(
+                f"{address} did not answer {name}"
+            ) from e
         finally:
             channel.close()
 

@@ -5,11 +5,12 @@ or the Java client's (``ssl.truststore.location``, ``ssl.keystore.location``,
 ``ssl.key.password``, ... with ``ssl.*.type`` PEM or PKCS12; ``sasl.jaas.config``), so a
 Kafka ``client.properties`` works as it is (``--command-config`` in the tools).
 
-Both transports speak TLS: gRPC through its channel credentials, Kafka's protocol through
-:class:`~rillet.client.tls_socket.TlsSocket`. Only Kafka's protocol speaks SASL
-(``SASL_PLAINTEXT``, ``SASL_SSL``; :mod:`rillet.client.sasl`): a broker's gRPC listeners
-take no SASL, and its SASL listeners relay no gRPC, so SASL needs ``transport="kafka"``
-(``auto`` settles on it), and is refused for a client that speaks gRPC only.
+Both transports speak TLS and SASL (``SASL_PLAINTEXT``, ``SASL_SSL``): gRPC through its
+channel credentials and :class:`~rillet.client.grpc_sasl.SaslCallCredentials` (a session
+token on every call), Kafka's protocol through
+:class:`~rillet.client.tls_socket.TlsSocket` and SaslHandshake/SaslAuthenticate
+(:mod:`rillet.client.sasl`). A call a broker refuses for who the caller is raises Kafka's
+error for it (SASL_AUTHENTICATION_FAILED, TOPIC_AUTHORIZATION_FAILED, ...).
 """
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ from typing import Any
 import grpc
 
 from rillet.client.configs import merge_configs
+from rillet.client.grpc_sasl import SaslCallCredentials
 from rillet.client.sasl import SASL_MECHANISMS, ClientSasl
 from rillet.errors import (
+    ClusterAuthorizationFailedError,
     InvalidConfigurationError,
     KafkaError,
     KafkaTimeoutError,
+    SaslAuthenticationFailedError,
     SslAuthenticationError,
+    UnknownServerError,
+    error_for_name,
 )
 from rillet.security.sasl import PLAIN_LOGIN_MODULE, parse_jaas
 from rillet.security.tls import ClientTls, load_key_material
@@ -36,6 +42,7 @@ __all__ = [
     "client_sasl",
     "client_tls",
     "open_channel",
+    "refusal",
     "tls_from_properties",
     "unreachable",
 ]
@@ -98,27 +105,11 @@ def _protocol(config: Mapping[str, Any]) -> str:
 
 def client_sasl(config: Mapping[str, Any]) -> ClientSasl | None:
     """The SASL credentials a client with ``config`` authenticates with (None: not a SASL
-    protocol); raise InvalidConfigurationError for an unknown mechanism, missing credentials,
-    a client on gRPC (``transport`` "grpc", or no ``transport`` config: a client that speaks
-    gRPC only), or a transactional id or group id (their calls go over gRPC)."""
+    protocol); raise InvalidConfigurationError for an unknown mechanism or missing
+    credentials."""
     protocol = _protocol(config)
     if not protocol.startswith("SASL_"):
         return None
-    transport = str(config.get("transport") or "grpc")
-    if transport == "grpc":
-        speaks = "transport=grpc" if "transport" in config else "this client speaks gRPC only"
-        raise InvalidConfigurationError(
-            f"Invalid value {protocol} for configuration security.protocol: SASL is spoken "
-            f"over Kafka's protocol only (transport=kafka), and {speaks}: gRPC listeners take "
-            "no SASL"
-        )
-    for name, what in (("transactional_id", "transactions"), ("group_id", "consumer groups")):
-        if config.get(name) is not None:
-            raise InvalidConfigurationError(
-                f"{name.replace('_', '.')} with security.protocol={protocol}: Rillet's client "
-                f"sends {what} over gRPC (relayed by a Kafka listener), and a SASL listener "
-                "relays no gRPC; over SASL it produces and fetches (assign() and seek()) only"
-            )
     mechanism = str(config.get("sasl_mechanism") or "").upper()
     if mechanism not in SASL_MECHANISMS:
         given = config.get("sasl_mechanism")
@@ -154,8 +145,8 @@ def client_sasl(config: Mapping[str, Any]) -> ClientSasl | None:
 
 def client_tls(config: Mapping[str, Any]) -> ClientTls | None:
     """The TLS a client with ``config`` connects with (None: PLAINTEXT or SASL_PLAINTEXT);
-    raise InvalidConfigurationError for a protocol it cannot speak (SASL on gRPC too: see
-    :func:`client_sasl`) or material that does not load."""
+    raise InvalidConfigurationError for a protocol it cannot speak, SASL settings that
+    :func:`client_sasl` refuses, or material that does not load."""
     protocol = _protocol(config)
     client_sasl(config)
     if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
@@ -185,12 +176,52 @@ def tls_from_properties(props: Mapping[str, Any]) -> ClientTls | None:
 
 
 def open_channel(
-    address: str, tls: ClientTls | None, options: Sequence[tuple[str, Any]] = ()
+    address: str,
+    tls: ClientTls | None,
+    options: Sequence[tuple[str, Any]] = (),
+    sasl: ClientSasl | None = None,
 ) -> grpc.Channel:
-    """A channel to ``address``: over TLS when ``tls`` is given, else plaintext."""
+    """A channel to ``address``: over TLS when ``tls`` is given, else plaintext; with
+    ``sasl``, every call carries a session token (:mod:`rillet.client.grpc_sasl`)."""
     if tls is None:
-        return grpc.insecure_channel(address, options=options)
-    return grpc.secure_channel(address, tls.grpc_credentials(), options=options)
+        channel = grpc.insecure_channel(address, options=options)
+    else:
+        channel = grpc.secure_channel(address, tls.grpc_credentials(), options=options)
+    if sasl is None:
+        return channel
+    return grpc.intercept_channel(channel, SaslCallCredentials(channel, sasl, address))
+
+
+# How a broker names the refusal of a call for who the caller is: "ERROR_NAME: message".
+# A refusal saying this is not final: the session token is stale, and the next call
+# authenticates again (:mod:`rillet.client.grpc_sasl`).
+STALE_SESSION = "session token is not one"
+_REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+
+
+def refusal(error: grpc.RpcError) -> KafkaError | None:
+    """The Kafka error of a call the broker refused for who the caller is (its status
+    UNAUTHENTICATED or PERMISSION_DENIED, with Kafka's error name in the details), or that
+    the client's SASL exchange failed before it was sent; None for any other failure, and
+    for a stale session token (the call can be retried)."""
+    cause = error.exception() if isinstance(error, grpc.Future) else None
+    if isinstance(cause, KafkaError):
+        return cause
+    if not isinstance(error, grpc.Call) or error.code() not in _REFUSALS:
+        return None
+    details = str(error.details() or "")
+    if STALE_SESSION in details:
+        return None  # the call credentials authenticate again: a retry is served
+    name, colon, message = details.partition(": ")
+    kind = error_for_name(name) if colon else UnknownServerError
+    if kind is UnknownServerError:
+        kind = (
+            SaslAuthenticationFailedError
+            if error.code() == grpc.StatusCode.UNAUTHENTICATED
+            else ClusterAuthorizationFailedError
+        )
+        message = details
+    return kind(message)
 
 
 # What gRPC's error details say when TLS is what failed.
@@ -198,10 +229,14 @@ _TLS_FAILURES = ("handshake", "certificate", "ssl", "tls")
 
 
 def unreachable(address: str, error: grpc.RpcError, tls: ClientTls | None) -> KafkaError:
-    """The error for a call to ``address`` that failed with ``error``: SslAuthenticationError
+    """The error for a call to ``address`` that failed with ``error``: the broker's refusal
+    (:func:`refusal`); SslAuthenticationError
     when TLS is what failed (the broker's certificate not trusted, or ours refused: a TLS
     broker closes the connection on a client it does not accept), else a timeout naming the
     cause."""
+    refused = refusal(error)
+    if refused is not None:
+        return refused
     details = str(error.details() if isinstance(error, grpc.Call) else error) or ""
     lowered = details.lower()
     if tls is not None and any(sign in lowered for sign in _TLS_FAILURES):

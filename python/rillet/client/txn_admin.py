@@ -16,7 +16,8 @@ from typing import Any
 import grpc
 
 from rillet.client.cluster import GRPC_OPTIONS
-from rillet.client.security import open_channel
+from rillet.client.sasl import ClientSasl
+from rillet.client.security import open_channel, refusal
 from rillet.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -79,6 +80,7 @@ class TransactionAdmin(ABC):
 
     _timeout: float
     _tls: ClientTls | None
+    _sasl: ClientSasl | None
 
     @abstractmethod
     def _brokers(self) -> dict[int, str]:
@@ -93,13 +95,15 @@ class TransactionAdmin(ABC):
         """(node id, address) of a coordinator, found with FindCoordinator."""
 
     def _txn_call(self, address: str, name: str, request: Any) -> Any:
-        channel = open_channel(address, self._tls, GRPC_OPTIONS)
+        channel = open_channel(address, self._tls, GRPC_OPTIONS, self._sasl)
         try:
             return getattr(transaction_pb2_grpc.TransactionServiceStub(channel), name)(
                 request, timeout=self._timeout
             )
         except grpc.RpcError as e:
-            raise CoordinatorNotAvailableError(f"{address} did not answer {name}") from e
+            raise refusal(e) or CoordinatorNotAvailableError(
+                f"{address} did not answer {name}"
+            ) from e
         finally:
             channel.close()
 

@@ -49,7 +49,7 @@ _GRPC_LISTENER_PRESETS = frozenset(
 )
 
 
-# The security protocols listeners are served with; SASL's on Kafka-protocol listeners only.
+# The security protocols listeners are served with; SASL's on client listeners only.
 _SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _LISTENER_PREFIX = "listener.name."
@@ -589,22 +589,26 @@ class BrokerConfig:
         self._refuse_unserved_security_protocols()
 
     def _refuse_unserved_security_protocols(self) -> None:
-        """Listeners are served in the clear or over TLS, and Kafka-protocol listeners with
-        SASL too: refuse a gRPC or controller listener whose security protocol promises SASL
-        rather than serve it without authentication."""
-        kafka = {e.listener_name for e in self.kafka_listeners}
+        """Listeners are served in the clear or over TLS, and client listeners (gRPC or
+        Kafka's protocol) with SASL too: refuse a controller or inter-broker listener whose
+        security protocol promises SASL (nodes do not authenticate to each other with SASL
+        yet) rather than serve it without authentication."""
+        controller = set(self.controller_listener_names)
+        inter_broker = self.inter_broker_listener_name
         for key, endpoints in (
             ("listeners", self.listeners),
             ("advertised.listeners", self.advertised_listeners),
         ):
             for e in endpoints:
-                sasl_served = e.security_protocol in _SASL_PROTOCOLS and e.listener_name in kafka
+                node_to_node = e.listener_name in controller or e.listener_name == inter_broker
+                sasl_served = e.security_protocol in _SASL_PROTOCOLS and not node_to_node
                 if e.security_protocol not in _SERVED_PROTOCOLS and not sasl_served:
                     raise InvalidConfigurationError(
                         f"Invalid value {e} for configuration {key}: listener "
                         f"{e.listener_name} uses security protocol {e.security_protocol}, "
                         "which is not supported yet on it; PLAINTEXT and SSL listeners are "
-                        "served, and SASL on Kafka-protocol listeners"
+                        "served, and SASL on client listeners (not the controller's or the "
+                        "inter-broker one)"
                     )
         protocol = self._values["security.inter.broker.protocol"]
         if protocol not in _SERVED_PROTOCOLS:

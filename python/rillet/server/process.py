@@ -75,12 +75,13 @@ from rillet.scheduler import AsyncioScheduler, Clock, wall_clock_ms
 from rillet.security.sasl import SUPPORTED_MECHANISMS, ListenerSasl
 from rillet.security.scram import ScramCredential
 from rillet.security.tls import ClientTls, ListenerTls
-from rillet.server.grpc.authorization import ClusterActionGate
+from rillet.server.grpc.authorization import CallGate
 from rillet.server.grpc.controller_channel import GrpcControllerChannel
 from rillet.server.grpc.listener import GrpcListener, broker_listener, controller_listener
 from rillet.server.grpc.quorum import GrpcRaftTransport
 from rillet.server.grpc.replica_fetch_client import GrpcReplicaFetchClient
 from rillet.server.grpc.request_metrics import GrpcRequestMetrics
+from rillet.server.grpc.sasl import GrpcSasl, SaslServicer
 from rillet.server.grpc.txn_client import GrpcTxnBrokerClient
 from rillet.server.kafka.admin import KafkaAdmin
 from rillet.server.kafka.admin_security import KafkaSecurityAdmin
@@ -184,7 +185,7 @@ class RilletServer:
                 {m: cfg.jaas_config(ep.listener_name, m) for m in SUPPORTED_MECHANISMS},
                 self._scram_credential,
             )
-            for ep in cfg.kafka_listeners
+            for ep in cfg.broker_listeners
             if ep.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
         }
         self.inter_broker_tls = self._client_tls(cfg.inter_broker_listener_name)
@@ -465,18 +466,30 @@ class RilletServer:
             assert self.apis is not None
             name = (cfg.inter_broker_listener or cfg.grpc_listeners[0]).listener_name
             assert self.groups is not None and self.producer_ids is not None
-            listener = broker_listener(
-                self.apis,
-                self.groups,
-                self.producer_ids,
-                self.clock,
-                name,
-                transactions=self.transactions,
-                txn_markers=self.txn_markers,
-                security=self.security,
-                interceptors=self._grpc_interceptors(cfg.grpc_listeners),
-            )
-            await self._listen(listener, cfg.grpc_listeners)
+            # One gRPC server per SASL listener (a server cannot tell which of its ports a
+            # call came in on), and one for the others.
+            plain = [ep for ep in cfg.grpc_listeners if ep.listener_name not in self.listener_sasl]
+            groups = [(ep.listener_name, [ep]) for ep in cfg.grpc_listeners if ep not in plain]
+            for sasl_name, endpoints in [*([(None, plain)] if plain else []), *groups]:
+                sasl = None
+                if sasl_name is not None:
+                    sasl = GrpcSasl(self.listener_sasl[sasl_name])
+                # Brokers are described by the endpoints of the listener asked, as Kafka does.
+                listener = broker_listener(
+                    self.apis,
+                    self.groups,
+                    self.producer_ids,
+                    self.clock,
+                    name if sasl_name is None else sasl_name,
+                    transactions=self.transactions,
+                    txn_markers=self.txn_markers,
+                    security=self.security,
+                    interceptors=self._grpc_interceptors(endpoints, sasl),
+                    sasl=None
+                    if sasl is None
+                    else SaslServicer(sasl, cfg["connection.failed.authentication.delay.ms"]),
+                )
+                await self._listen(listener, endpoints)
             if cfg.kafka_listeners:
                 security = self.security
                 assert security is not None
@@ -500,6 +513,7 @@ class RilletServer:
                     network_threads=cfg.num_network_threads,
                     grpc_address=None if relay is None else relay[0],
                     grpc_tls=None if relay is None else relay[1],
+                    grpc_authenticates=relay is not None and relay[2],
                     failed_authentication_delay_ms=cfg["connection.failed.authentication.delay.ms"],
                 )
                 await kafka.start(cfg.kafka_listeners, self.listener_tls, self.listener_sasl)
@@ -569,26 +583,29 @@ class RilletServer:
         log_manager.on_flush_ms = metrics.log_flush_time_ms
         return metrics
 
-    def _grpc_interceptors(self, endpoints: Sequence[Endpoint]) -> list[grpc.aio.ServerInterceptor]:
-        """The request metrics (first, so that they time the rest), then the ACL gate."""
+    def _grpc_interceptors(
+        self, endpoints: Sequence[Endpoint], sasl: GrpcSasl | None = None
+    ) -> list[grpc.aio.ServerInterceptor]:
+        """The request metrics (first, so that they time the rest), then the gate."""
         timing = [] if self.metrics is None else [GrpcRequestMetrics(self.metrics)]
-        return [*timing, *self._grpc_gate(endpoints)]
+        return [*timing, *self._grpc_gate(endpoints, sasl)]
 
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A SCRAM listener's credential lookup: the broker's metadata image."""
         return None if self.security is None else self.security.scram_credential(mechanism, user)
 
-    def _grpc_gate(self, endpoints: Sequence[Endpoint]) -> list[grpc.aio.ServerInterceptor]:
-        """With an authorizer, the gRPC listeners on ``endpoints`` serve only principals
-        allowed CLUSTER_ACTION (:mod:`rillet.server.grpc.authorization`)."""
+    def _grpc_gate(
+        self, endpoints: Sequence[Endpoint], sasl: GrpcSasl | None
+    ) -> list[grpc.aio.ServerInterceptor]:
+        """The gRPC listeners on ``endpoints`` authenticate calls with ``sasl`` or client
+        certificates and, with an authorizer, check them against the ACLs
+        (:mod:`rillet.server.grpc.authorization`); with none of these, no gate."""
         authorizer = self.authorizer
         if authorizer is None and self.config.is_controller:
             # A controller-only node authorizes against the controller's committed image.
             authorizer = self.authorizer = broker_authorizer(
                 self.config, lambda: self.controller.controller.committed
             )
-        if authorizer is None:
-            return []
         mapper = next(
             (
                 self.listener_tls[ep.listener_name].principal_mapper
@@ -597,7 +614,9 @@ class RilletServer:
             ),
             None,
         )
-        return [ClusterActionGate(authorizer, mapper)]
+        if authorizer is None and sasl is None and mapper is None:
+            return []
+        return [CallGate(authorizer, mapper, sasl)]
 
     async def _listen(
         self, listener: GrpcListener | KafkaListener, endpoints: Sequence[Endpoint]
@@ -606,18 +625,27 @@ class RilletServer:
         self.bound.update(listener.bound)
         self.listeners.append(listener)
 
-    def _grpc_address(self) -> tuple[tuple[str, int], ClientTls | None] | None:
-        """Where this broker's first gRPC listener is bound, and the TLS to reach it with
-        (the Kafka listener relays gRPC clients there: to itself, so the host name is not
-        checked)."""
-        for ep in self.config.grpc_listeners:
+    def _grpc_address(self) -> tuple[tuple[str, int], ClientTls | None, bool] | None:
+        """Where the Kafka listeners relay gRPC clients: this broker's first SASL gRPC
+        listener, whose calls authenticate themselves, else its first gRPC listener. With
+        the TLS to reach it (the host name not checked: it is this node), and whether it is
+        a SASL one. With an authorizer, the relay presents no certificate to a listener that
+        is not SASL, so that relayed calls never pass for the broker itself."""
+        endpoints = sorted(
+            self.config.grpc_listeners, key=lambda ep: ep.listener_name not in self.listener_sasl
+        )
+        for ep in endpoints:
             port = self.bound.get(ep.listener_name)
-            if port is not None:
-                wildcard = ep.host in ("", "0.0.0.0", "::")
-                tls = self._client_tls(ep.listener_name)
-                if tls is not None:
-                    tls = dataclasses.replace(tls, check_hostname=False)
-                return (("127.0.0.1" if wildcard else ep.host), port), tls
+            if port is None:
+                continue
+            authenticates = ep.listener_name in self.listener_sasl
+            wildcard = ep.host in ("", "0.0.0.0", "::")
+            tls = self._client_tls(ep.listener_name)
+            if tls is not None:
+                tls = dataclasses.replace(tls, check_hostname=False)
+                if self.authorizer is not None and not authenticates:
+                    tls = dataclasses.replace(tls, key=None, chain=None)
+            return (("127.0.0.1" if wildcard else ep.host), port), tls, authenticates
         return None
 
     def _client_tls(self, listener_name: str | None) -> ClientTls | None:
@@ -625,7 +653,7 @@ class RilletServer:
         listener's truststore and keystore when its security protocol is SSL."""
         if listener_name is None:
             return None
-        if self.config.listener_security_protocol_map.get(listener_name) != "SSL":
+        if self.config.listener_security_protocol_map.get(listener_name) not in ("SSL", "SASL_SSL"):
             return None
         return ClientTls.from_settings(self.config.listener_config(listener_name, SSL_KEY_PREFIX))
 

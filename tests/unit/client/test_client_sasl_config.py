@@ -78,48 +78,32 @@ def test_sasl_without_credentials_is_refused() -> None:
     assert "needs sasl_plain_username and sasl_plain_password" in both
 
 
-def test_sasl_over_grpc_is_refused() -> None:
-    assert refused({**PLAIN, "transport": "grpc"}) == (
-        "Invalid value SASL_PLAINTEXT for configuration security.protocol: SASL is spoken "
-        "over Kafka's protocol only (transport=kafka), and transport=grpc: gRPC listeners "
-        "take no SASL"
-    )
-    # A client with no transport config speaks gRPC only (the admin client, Spark).
+def test_sasl_is_spoken_over_both_transports() -> None:
+    """gRPC listeners authenticate calls with session tokens, and a Kafka SASL listener
+    relays gRPC to a SASL gRPC listener: no transport, group or transaction is refused."""
+    expected = ClientSasl("PLAIN", PLAIN["sasl_plain_username"], PLAIN["sasl_plain_password"])
     no_transport = {k: v for k, v in PLAIN.items() if k != "transport"}
-    assert "this client speaks gRPC only: gRPC listeners take no SASL" in refused(no_transport)
-    with pytest.raises(InvalidConfigurationError, match="gRPC listeners take no SASL"):
-        client_tls({**PLAIN, "transport": "grpc"})
-    with pytest.raises(InvalidConfigurationError, match="gRPC listeners take no SASL"):
-        tls_from_properties({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
-
-
-def test_transactions_and_groups_are_refused_over_sasl() -> None:
-    """Rillet's client sends their calls over gRPC, which a SASL listener does not relay."""
-    assert refused({**PLAIN, "transactional_id": "tx"}) == (
-        "transactional.id with security.protocol=SASL_PLAINTEXT: Rillet's client sends "
-        "transactions over gRPC (relayed by a Kafka listener), and a SASL listener relays no "
-        "gRPC; over SASL it produces and fetches (assign() and seek()) only"
-    )
-    assert "group.id with security.protocol=SASL_PLAINTEXT" in refused({**PLAIN, "group_id": "g"})
-    with pytest.raises(InvalidConfigurationError, match="sends consumer groups over gRPC"):
-        Consumer(bootstrap_servers="localhost:1", group_id="g", **PLAIN)
-    with pytest.raises(InvalidConfigurationError, match="sends transactions over gRPC"):
-        Producer(bootstrap_servers="localhost:1", transactional_id="tx", **PLAIN)
+    for config in (
+        {**PLAIN, "transport": "grpc"},
+        no_transport,
+        {**PLAIN, "transactional_id": "tx", "group_id": "g"},
+    ):
+        assert client_sasl(config) == expected
+    assert client_tls({**PLAIN, "transport": "grpc"}) is None
+    AdminClient(bootstrap_servers="localhost:1", **no_transport).close()
+    with Producer(bootstrap_servers="localhost:1", **{**PLAIN, "transport": "grpc"}) as p:
+        assert p.transport == "grpc"
 
 
 def test_the_clients_check_their_sasl_configs_when_made() -> None:
-    no_transport = {k: v for k, v in PLAIN.items() if k != "transport"}
-    with pytest.raises(InvalidConfigurationError, match="this client speaks gRPC only"):
-        AdminClient(bootstrap_servers="localhost:1", **no_transport)
-    with pytest.raises(InvalidConfigurationError, match="transport=grpc: gRPC listeners"):
-        Producer(bootstrap_servers="localhost:1", **{**PLAIN, "transport": "grpc"})
     with pytest.raises(InvalidConfigurationError, match=r"sasl\.mechanism"):
         Consumer(bootstrap_servers="localhost:1", **{**PLAIN, "sasl_mechanism": "OAUTHBEARER"})
-    # Kafka's dotted names; "auto" settles on Kafka's protocol at once (SASL is spoken only
-    # there).
+    with pytest.raises(InvalidConfigurationError, match=r"sasl\.mechanism"):
+        tls_from_properties({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"})
+    # Kafka's dotted names work too.
     dotted = {k.replace("_", "."): v for k, v in PLAIN.items() if k != "transport"}
     with Producer(dotted, bootstrap_servers="localhost:1", enable_idempotence=False) as p:
-        assert p.transport == "kafka"
+        assert p.transport == "auto"
 
 
 def test_credentials_from_sasl_jaas_config() -> None:

@@ -704,12 +704,6 @@ def test_the_example_server_properties() -> None:
     ("props", "message"),
     [
         (
-            {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094"},
-            "Invalid value SASL_SSL://:9094 for configuration listeners: listener SASL_SSL uses "
-            "security protocol SASL_SSL, which is not supported yet on it; PLAINTEXT and SSL "
-            "listeners are served, and SASL on Kafka-protocol listeners",
-        ),
-        (
             {
                 "listeners": "CLIENTS://:9092,CONTROLLER://:9093",
                 "listener.security.protocol.map": "CLIENTS:SASL_SSL,CONTROLLER:PLAINTEXT",
@@ -737,12 +731,18 @@ def test_the_example_server_properties() -> None:
         ),
     ],
 )
-def test_sasl_on_grpc_and_controller_listeners_is_refused_not_served_without_authentication(
+def test_sasl_on_node_to_node_listeners_is_refused_not_served_without_authentication(
     props: dict[str, object], message: str
 ) -> None:
     with pytest.raises(InvalidConfigurationError) as info:
         with_props(**props)
     assert info.value.message.startswith(message)
+
+
+def test_sasl_on_a_grpc_client_listener_is_served() -> None:
+    c = with_props(listeners="PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094")
+    assert [e.listener_name for e in c.grpc_listeners] == ["PLAINTEXT", "SASL_SSL"]
+    assert c.inter_broker_listener_name == "PLAINTEXT"
 
 
 def test_security_protocols_mapped_but_unused_are_fine() -> None:

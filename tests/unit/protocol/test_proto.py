@@ -41,7 +41,7 @@ from rillet.protocol import (
     quorum_pb2_grpc,
 )
 from rillet.protocol.errors import error_from_wire, error_to_wire
-from rillet.protocol.gen.v1 import transaction_pb2
+from rillet.protocol.gen.v1 import sasl_pb2, transaction_pb2
 
 ROOT = Path(__file__).resolve().parents[3]
 ErrorCode = common_pb2.ErrorCode
@@ -55,6 +55,7 @@ FILES = [
     controller_pb2,
     metadata_records_pb2,
     transaction_pb2,
+    sasl_pb2,
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -712,6 +713,7 @@ SERVICES = {
         "ListTransactions",
         "DescribeProducers",
     ],
+    "rillet.v1.SaslService": ["Authenticate"],
     "rillet.v1.QuorumService": [
         "Vote",
         "BeginQuorumEpoch",

@@ -43,6 +43,7 @@ from rillet._core import (
 from rillet.client.cluster import ClusterMetadata, FetchedResponse
 from rillet.client.consumer.metrics import FetchManagerMetrics
 from rillet.client.consumer.subscription import PartitionState, SubscriptionState
+from rillet.client.security import refusal
 from rillet.errors import (
     CorruptRecordError,
     KafkaError,
@@ -190,6 +191,9 @@ class Fetcher:
                         request, timeout=max(deadline - time.monotonic(), 0.001)
                     )
                 except grpc.RpcError as e:
+                    refused = refusal(e)
+                    if refused is not None:
+                        raise refused from None
                     last_error = KafkaTimeoutError(f"ListOffsets to {address} failed: {e}")
                     continue
                 for t in response.topics:
@@ -497,6 +501,9 @@ class Fetcher:
         try:
             data, view = f.future.result()
         except (grpc.RpcError, KafkaError) as e:
+            refused = refusal(e) if isinstance(e, grpc.RpcError) else None
+            if refused is not None:
+                raise refused from None
             _log.debug("fetch from %s failed: %s", f.address, e)
             backoff = time.monotonic() + self._retry_backoff_s()
             for tp in f.offsets:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import grpc
 
 from rillet.client.cluster import ClusterMetadata
+from rillet.client.security import refusal
 from rillet.errors import (
     CoordinatorNotAvailableError,
     KafkaError,
@@ -72,6 +73,9 @@ class GroupClient:
             try:
                 response = stub.FindCoordinator(request, timeout=self.timeout_s)
             except grpc.RpcError as e:
+                refused = refusal(e)
+                if refused is not None:
+                    raise refused from None
                 last = e
                 continue
             (found,) = response.coordinators
@@ -99,6 +103,9 @@ class GroupClient:
         try:
             response = send(stub, self.timeout_s, self.metadata)
         except grpc.RpcError as e:
+            refused = refusal(e)
+            if refused is not None:
+                raise refused from None
             self.forget_coordinator()
             code = e.code() if isinstance(e, grpc.Call) else None
             raise CoordinatorNotAvailableError(

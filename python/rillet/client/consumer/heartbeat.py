@@ -67,8 +67,10 @@ class HeartbeatThread(threading.Thread):
             sent_ms = sensors.heartbeat_sent() if sensors is not None else 0.0
             try:
                 response = self._send(request)
-            except KafkaError:
-                response = None
+            except KafkaError as e:
+                # A refusal (GROUP_AUTHORIZATION_FAILED, ...) is the group's answer: fatal, as
+                # an error in a response is; an unreachable coordinator is retried.
+                response = None if e.retriable else HeartbeatResponse(e)
             if response is not None and sensors is not None:
                 sensors.record_latency(sensors.heartbeat_latency, sent_ms)
             with self.lock:

@@ -33,7 +33,7 @@ from rillet.client.metrics import METRICS_DEFAULTS, KafkaMetric, MetricName, met
 from rillet.client.producer.idempotence import IdempotentState
 from rillet.client.producer.sender import Doorbell, Sender
 from rillet.client.producer.transactions import TransactionManager
-from rillet.client.security import SECURITY_DEFAULTS, client_sasl, client_tls
+from rillet.client.security import SECURITY_DEFAULTS, client_sasl, client_tls, refusal
 from rillet.errors import (
     IllegalStateError,
     InvalidConfigurationError,
@@ -499,6 +499,9 @@ class Producer:
             try:
                 response = stub.InitProducerId(init_producer_id_request(), timeout=timeout)
             except grpc.RpcError as e:
+                refused = refusal(e)
+                if refused is not None:
+                    raise refused from None
                 last = KafkaTimeoutError(f"InitProducerId to {address} failed: {e.code()}")
                 continue
             return read_init_producer_id_response(response)

@@ -44,6 +44,7 @@ from rillet.client.metrics import Metrics
 from rillet.client.producer.idempotence import IdempotentState
 from rillet.client.producer.metrics import SenderMetrics
 from rillet.client.producer.transactions import TransactionManager
+from rillet.client.security import refusal
 from rillet.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -551,7 +552,7 @@ class Sender:
         try:
             response = future.result()
         except grpc.RpcError as e:
-            error = KafkaTimeoutError(f"produce to {address} failed: {e.code()}")
+            error = refusal(e) or KafkaTimeoutError(f"produce to {address} failed: {e.code()}")
             self._on_results(group, {}, error)
             return
         self._record_response(address, sent_ms, response.throttle_time_ms)

@@ -33,6 +33,7 @@ import grpc
 from rillet.client.cluster import ClusterMetadata
 from rillet.client.configs import parse_bootstrap
 from rillet.client.consumer.group_client import GroupClient
+from rillet.client.security import refusal
 from rillet.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
@@ -352,6 +353,9 @@ class TransactionManager:
                 try:
                     return send(stub, self._timeout_s)
                 except grpc.RpcError as e:
+                    refused = refusal(e)
+                    if refused is not None:
+                        raise refused from None
                     self._coordinator.forget_coordinator()
                     code = e.code() if isinstance(e, grpc.Call) else None
                     raise CoordinatorNotAvailableError(

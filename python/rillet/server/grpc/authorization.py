@@ -1,65 +1,83 @@
-"""ACLs on gRPC listeners: with an authorizer, a call is served only to a principal allowed
-CLUSTER_ACTION on the cluster (or a super user), the principal of brokers and controllers
-talking to each other, and of operators' tools run as a super user.
+"""Who a gRPC call is from, and whether it may be served: the interceptor of a gRPC listener
+with SASL, TLS client certificates or an authorizer.
 
-The caller is the principal of its client certificate on an SSL listener (mapped with
-``ssl.principal.mapping.rules``), else ``User:ANONYMOUS``; gRPC listeners take no SASL yet.
-Per-resource ACLs (a producer allowed WRITE on one topic) are enforced on Kafka-protocol
-listeners, whose clients authenticate with SASL or certificates. A refused call ends with
-PERMISSION_DENIED and the message of Kafka's CLUSTER_AUTHORIZATION_FAILED; the health and
-reflection services stay open, as they say nothing about the data.
+The caller is, on a SASL listener, the principal of the call's session token
+(:mod:`rillet.server.grpc.sasl`; a call without a valid one is refused UNAUTHENTICATED with
+SASL_AUTHENTICATION_FAILED, except SaslService itself); else the principal of its client
+certificate on an SSL listener (mapped with ``ssl.principal.mapping.rules``); else
+``User:ANONYMOUS``. Handlers read it with :func:`call_principal` (client quotas go by it).
+
+With an authorizer, each call is checked against the ACLs as Kafka checks the request it
+stands for (:mod:`rillet.server.grpc.acl_policy`): a refused call ends with
+PERMISSION_DENIED and Kafka's error name and message (TOPIC_AUTHORIZATION_FAILED: ...), and
+listing calls answer only what the caller may describe. The health and reflection services
+stay open, as they say nothing about the data.
 """
 
 from __future__ import annotations
 
+import contextvars
 import ssl
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
 from rillet.broker.authorizer import BrokerAuthorizer
-from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from rillet.errors import SslAuthenticationError
 from rillet.security.principal import ANONYMOUS, KafkaPrincipal, SslPrincipalMapper
+from rillet.server.grpc.acl_policy import CallSession, check_call, filter_response
+from rillet.server.grpc.sasl import AUTHENTICATE_METHOD, GrpcSasl
 
-__all__ = ["ClusterActionGate"]
+__all__ = ["CallGate", "call_principal"]
 
 _OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
+_PRINCIPAL: contextvars.ContextVar[KafkaPrincipal] = contextvars.ContextVar(
+    "rillet_grpc_principal", default=ANONYMOUS
+)
+
+
+def call_principal() -> KafkaPrincipal:
+    """The principal of the gRPC call being served (``User:ANONYMOUS`` without a gate)."""
+    return _PRINCIPAL.get()
+
 
 def _peer_host(peer: str) -> str:
-    """``ipv4:127.0.0.1:5555`` or ``ipv6:[::1]:5555`` as the host alone."""
-    kind, _, rest = peer.partition(":")
+    """``ipv4:127.0.0.1:5555`` or ``ipv6:%5B::1%5D:5555`` (gRPC escapes the brackets) as
+    the host alone."""
+    kind, _, rest = urllib.parse.unquote(peer).partition(":")
     if kind == "ipv6":
         return rest.rpartition(":")[0].strip("[]")
     return rest.rpartition(":")[0] if kind == "ipv4" else rest
 
 
-class ClusterActionGate(grpc.aio.ServerInterceptor):
-    """See the module doc. ``mapper`` names certificate principals."""
+class CallGate(grpc.aio.ServerInterceptor):
+    """See the module doc: ``sasl`` for a SASL listener, ``mapper`` names certificate
+    principals, and ``authorizer`` (None: every call is allowed) checks the ACLs."""
 
-    def __init__(self, authorizer: BrokerAuthorizer, mapper: SslPrincipalMapper | None) -> None:
+    def __init__(
+        self,
+        authorizer: BrokerAuthorizer | None,
+        mapper: SslPrincipalMapper | None = None,
+        sasl: GrpcSasl | None = None,
+    ) -> None:
         self.authorizer = authorizer
         self.mapper = mapper
+        self.sasl = sasl
 
-    def principal(self, context: grpc.aio.ServicerContext[Any, Any]) -> KafkaPrincipal:
+    def principal(self, context: grpc.aio.ServicerContext[Any, Any]) -> KafkaPrincipal | str:
+        """The caller, or why it is not authenticated."""
+        if self.sasl is not None:
+            return self.sasl.principal(context.invocation_metadata())
         certs = list(context.auth_context().get("x509_pem_cert") or ())
         if not certs or self.mapper is None:
             return ANONYMOUS
-        return self.mapper.principal(ssl.PEM_cert_to_DER_cert(certs[0].decode()))
-
-    def _refusal(self, context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
-        principal = self.principal(context)
-        host = _peer_host(context.peer())
-        if self.authorizer.authorize(
-            principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
-        ):
-            return None
-        return (
-            f"CLUSTER_AUTHORIZATION_FAILED: {principal} is not allowed CLUSTER_ACTION on the "
-            "cluster; gRPC listeners serve brokers and super users (use a Kafka-protocol "
-            "listener for per-topic ACLs)"
-        )
+        try:
+            return self.mapper.principal(ssl.PEM_cert_to_DER_cert(certs[0].decode()))
+        except SslAuthenticationError as e:
+            return f"SSL_AUTHENTICATION_FAILED: {e.message}"
 
     async def intercept_service(
         self,
@@ -70,19 +88,35 @@ class ClusterActionGate(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(_OPEN_SERVICES):
+        if handler is None or method.startswith(_OPEN_SERVICES) or method == AUTHENTICATE_METHOD:
             return handler
-        if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
+        if handler.unary_unary is None:
+            # Every Rillet service is unary; refuse what could not be checked.
+            raise NotImplementedError(f"{method}: only unary calls are authorized")
+        inner = handler.unary_unary
+        authorizer = self.authorizer
 
-            async def unary_unary(request: Any, context: Any) -> Any:
-                refusal = self._refusal(context)
+        async def unary_unary(request: Any, context: Any) -> Any:
+            principal = self.principal(context)
+            if isinstance(principal, str):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, principal)
+            assert isinstance(principal, KafkaPrincipal)
+            session = None
+            if authorizer is not None:
+                host = _peer_host(context.peer())
+                session = CallSession(principal, host, authorizer, authorizer.image)
+                refusal = check_call(method, request, session)
                 if refusal is not None:
                     await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-                return await inner_uu(request, context)
+            token = _PRINCIPAL.set(principal)
+            try:
+                response = await inner(request, context)
+            finally:
+                _PRINCIPAL.reset(token)
+            if session is not None:
+                response = filter_response(method, request, response, session)
+            return response
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer
-            )
-        # Every Rillet service is unary; refuse what could not be checked.
-        raise NotImplementedError(f"{method}: only unary calls are authorized")
+        return grpc.unary_unary_rpc_method_handler(
+            unary_unary, handler.request_deserializer, handler.response_serializer
+        )

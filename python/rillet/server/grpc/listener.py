@@ -32,6 +32,8 @@ from rillet.protocol.gen.v1 import (
     produce_pb2,
     quorum_pb2,
     quorum_pb2_grpc,
+    sasl_pb2,
+    sasl_pb2_grpc,
     transaction_pb2,
     transaction_pb2_grpc,
 )
@@ -45,6 +47,7 @@ from rillet.server.grpc.group import GroupServicer
 from rillet.server.grpc.metadata import MetadataServicer
 from rillet.server.grpc.produce import ProduceServicer, add_produce_servicer
 from rillet.server.grpc.quorum import QuorumServicer
+from rillet.server.grpc.sasl import SaslServicer
 from rillet.server.grpc.transaction import TransactionServicer
 
 __all__ = ["GRPC_SERVER_OPTIONS", "GrpcListener", "broker_listener", "controller_listener"]
@@ -118,13 +121,22 @@ def broker_listener(
     txn_markers: TxnMarkerWriter | None = None,
     security: SecurityApis | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    sasl: SaslServicer | None = None,
 ) -> GrpcListener:
     """The client API of a broker: produce, fetch, metadata, admin (with ACLs and SCRAM
     credentials from ``security``), groups, producer ids and transactions (with the
-    inter-broker WriteTxnMarkers). Brokers are described with their ``listener_name``
-    endpoints; ``clock`` stamps records sent without a timestamp."""
+    inter-broker WriteTxnMarkers), and SaslService on a SASL listener (``sasl``). Brokers
+    are described with their ``listener_name`` endpoints; ``clock`` stamps records sent
+    without a timestamp."""
+    sasl_service: tuple[list[Registration], list[str]] = ([], [])
+    if sasl is not None:
+        sasl_service = (
+            [lambda s: sasl_pb2_grpc.add_SaslServiceServicer_to_server(sasl, s)],
+            [_service(sasl_pb2.DESCRIPTOR, "SaslService")],
+        )
     return GrpcListener(
         [
+            *sasl_service[0],
             lambda s: add_produce_servicer(ProduceServicer(apis, clock), s),
             lambda s: add_fetch_servicer(FetchServicer(apis), s),
             lambda s: metadata_pb2_grpc.add_MetadataServiceServicer_to_server(
@@ -147,6 +159,7 @@ def broker_listener(
             _service(admin_pb2.DESCRIPTOR, "AdminService"),
             _service(group_pb2.DESCRIPTOR, "GroupService"),
             _service(transaction_pb2.DESCRIPTOR, "TransactionService"),
+            *sasl_service[1],
         ],
         interceptors,
     )

@@ -1,9 +1,9 @@
 """Client quotas on gRPC listeners: who a call counts against, and how it is held back.
 
 A call counts against its client id (the ``client-id`` metadata the Rillet client sends)
-and the user ``ANONYMOUS`` (gRPC listeners take no SASL; certificate principals are not
-mapped here yet): ``/config/clients/<id>``, ``/config/users/<default>`` and their
-combinations apply.
+and its user: the principal the listener's gate authenticated it as (a SASL session or a
+client certificate; :func:`~rillet.server.grpc.authorization.call_principal`), else
+``ANONYMOUS``.
 A call over its quota is answered at once with ``throttle_time_ms``, and the client's next
 calls wait that long before they are served: Kafka mutes a throttled client's connection,
 and a gRPC channel, which multiplexes calls, is held back per client this way instead.
@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from rillet.security.principal import ANONYMOUS
+from rillet.server.grpc.authorization import call_principal
 
 __all__ = ["caller", "hold"]
 
@@ -28,7 +28,7 @@ def caller(context: grpc.aio.ServicerContext[Any, Any]) -> tuple[str, str]:
     for key, value in context.invocation_metadata() or ():
         if key == "client-id":
             client_id = str(value)
-    return ANONYMOUS.name, client_id
+    return call_principal().name, client_id
 
 
 async def hold(wait_s: Callable[[], float]) -> None:
