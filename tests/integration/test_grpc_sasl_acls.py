@@ -185,6 +185,13 @@ def test_producing_needs_write_on_the_topic(server: SaslGrpcServer) -> None:
     assert _until(lambda: _produce(server, "alice", "orders", b"by-alice")) >= 0
     with pytest.raises(TopicAuthorizationFailedError, match="orders"):
         _produce(server, "bob", "orders", b"by-bob", enable_idempotence=False)
+    # One producer, two topics: the topic alice may not write fails, the other is written
+    # (each topic is answered on its own, as Kafka answers it).
+    with Producer(**server.client("alice"), acks="all", retries=0, linger_ms=50) as producer:
+        allowed = producer.send("orders", b"mixed")
+        with pytest.raises(TopicAuthorizationFailedError, match="audit"):
+            producer.send("audit", b"mixed").get(30)
+        assert allowed.get(30).offset >= 1
 
 
 def test_consuming_with_a_prefixed_pattern_needs_read_on_topic_and_group(

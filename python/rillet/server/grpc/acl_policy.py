@@ -5,8 +5,11 @@ authenticates the caller, asks :func:`check_call` before the handler runs and
 :func:`filter_response` after it.
 
 Kafka answers each topic, group or partition with its own error, so it refuses one resource
-and serves the others. A gRPC call is answered as a whole, so here a request touching any
-resource the principal may not use is refused as a whole: Kafka's error name and message,
+and serves the others. Produce, Fetch and Metadata do the same here: their handlers ask
+:func:`topic_refusals` (and :func:`metadata_plan`) and answer a refused topic with
+TOPIC_AUTHORIZATION_FAILED in its place, so that a producer writing to several topics loses
+only the batches it may not write. Other calls are answered as a whole, so a request touching
+any resource the principal may not use is refused as a whole: Kafka's error name and message,
 naming every refused resource of that kind, sorted (``TOPIC_AUTHORIZATION_FAILED: Not
 authorized to access topics: [audit, orders]``). Checks run in Kafka's order (transactional
 id, group, topics) and stop at the first kind refused, so no denial is logged that Kafka
@@ -19,13 +22,15 @@ TOPIC_AUTHORIZATION_FAILED (KAFKA-18813).
 
 :data:`CHECKS` maps each method to its rule; those worth a word:
 
-- **Produce**: WRITE on the transactional id if given, and on each topic (Kafka 3.0 dropped
-  Produce's IDEMPOTENT_WRITE check, KIP-679). **InitProducerId** without a transactional id:
-  IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
-- **Fetch**: READ on each topic; a follower's (``replica_id`` >= 0) CLUSTER_ACTION.
-- **Metadata**: DESCRIBE on each topic named; auto-creating topics the metadata lacks needs
-  CREATE on the cluster or on each of them, else TOPIC_AUTHORIZATION_FAILED for them (Kafka's
-  answer under ``auto.create.topics.enable``).
+- **Produce**: WRITE on the transactional id if given (else the whole call is refused), and
+  on each topic, per partition (Kafka 3.0 dropped Produce's IDEMPOTENT_WRITE check, KIP-679).
+  **InitProducerId** without a transactional id: IDEMPOTENT_WRITE on the cluster or WRITE on
+  some topic (KIP-679).
+- **Fetch**: READ on each topic, per partition; a follower's (``replica_id`` >= 0)
+  CLUSTER_ACTION for the whole call.
+- **Metadata**: DESCRIBE on each topic named, per topic; auto-creating topics the metadata
+  lacks needs CREATE on the cluster or on each of them, else TOPIC_AUTHORIZATION_FAILED for
+  them and they are not created (Kafka's answer under ``auto.create.topics.enable``).
 - **DeleteTopics**: DELETE on each topic; one named by id also needs DESCRIBE, else the
   refusal names the id, not the topic (as Kafka hides it).
 - **DescribeConfigs / AlterConfigs**: DESCRIBE_CONFIGS / ALTER_CONFIGS on a topic's or a
@@ -80,7 +85,16 @@ from rillet.protocol.produce import ProduceWire
 from rillet.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from rillet.security.principal import KafkaPrincipal
 
-__all__ = ["CHECKS", "FILTERS", "OPEN_SERVICES", "CallSession", "check_call", "filter_response"]
+__all__ = [
+    "CHECKS",
+    "FILTERS",
+    "OPEN_SERVICES",
+    "CallSession",
+    "check_call",
+    "filter_response",
+    "metadata_plan",
+    "topic_refusals",
+]
 
 # Always served: they say nothing about topics, groups or the cluster's data.
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -186,46 +200,76 @@ def _cluster_denied(s: CallSession, operation: AclOperation, message: str = "") 
 
 
 def _produce(request: produce_pb2.ProduceRequest | ProduceWire, s: CallSession) -> str | None:
+    """The transactional id; each topic is the handler's (:func:`topic_refusals`)."""
     if isinstance(request, tuple) and not request[1].structured:
         transactional_id = request[1].transactional_id
-        topics = [p.topic for p in request[1].partitions]
     else:
-        # The structured path is decoded again, so that what is authorized is exactly what
-        # the servicer appends.
         pb = (
             produce_pb2.ProduceRequest.FromString(request[0])
             if isinstance(request, tuple)
             else request
         )
         transactional_id = pb.transactional_id if pb.HasField("transactional_id") else None
-        topics = [t.name for t in pb.topics]
     if transactional_id is not None and not s.allowed(_WRITE, _TRANSACTIONAL_ID, transactional_id):
         return _refusal(
             TransactionalIdAuthorizationFailedError(
                 f"Not authorized to use transactional id {transactional_id}"
             )
         )
-    return _refused(s, _WRITE, _TOPIC, topics)
+    return None
 
 
 def _fetch(request: fetch_pb2.FetchRequest, s: CallSession) -> str | None:
+    """A follower's fetch; a consumer's topics are the handler's (:func:`topic_refusals`)."""
     if request.HasField("replica_id") and request.replica_id >= 0:
         return _cluster_denied(s, _CLUSTER_ACTION, "Not authorized to fetch as a replica")
-    return _refused(s, _READ, _TOPIC, (t.name for t in request.topics))
+    return None
+
+
+def _list_offsets(request: fetch_pb2.ListOffsetsRequest, s: CallSession) -> str | None:
+    return _refused(s, _DESCRIBE, _TOPIC, (t.name for t in request.topics))
 
 
 def _metadata(request: metadata_pb2.MetadataRequest, s: CallSession) -> str | None:
-    names = list(dict.fromkeys(request.topics))
-    if not names:
-        return None  # every topic: filtered in the response
-    denied = _refused(s, _DESCRIBE, _TOPIC, names)
-    if denied is not None or not request.allow_auto_topic_creation:
-        return denied
-    if s.allowed(_CREATE, _CLUSTER, CLUSTER_NAME, log_denied=False):
-        return None
-    image = s.image() if s.image is not None else None
-    missing = [n for n in names if image is None or image.topic(n) is None]
-    return _refused(s, _CREATE, _TOPIC, missing)
+    """Nothing for the whole call: the handler answers each topic (:func:`metadata_plan`),
+    and a request for every topic is filtered (:func:`filter_response`)."""
+    return None
+
+
+def topic_refusals(
+    session: CallSession | None, operation: AclOperation, topics: Iterable[str]
+) -> dict[str, TopicAuthorizationFailedError]:
+    """The topics of ``topics`` the session's principal may not ``operation``, each with the
+    error its partitions are answered with (none without a session: no authorizer)."""
+    if session is None:
+        return {}
+    return {
+        name: TopicAuthorizationFailedError(f"Not authorized to access topics: [{name}]")
+        for name in dict.fromkeys(topics)
+        if not session.allowed(operation, _TOPIC, name)
+    }
+
+
+def metadata_plan(
+    session: CallSession | None, topics: Iterable[str], auto_create: bool
+) -> tuple[dict[str, TopicAuthorizationFailedError], bool]:
+    """For a Metadata request naming ``topics``: the topics answered
+    TOPIC_AUTHORIZATION_FAILED instead of being looked up (no DESCRIBE, or missing and to be
+    auto-created without CREATE on the cluster or the topic), and whether the rest may still
+    be auto-created."""
+    refused = topic_refusals(session, _DESCRIBE, topics)
+    if session is None or not auto_create:
+        return refused, auto_create
+    if session.allowed(_CREATE, _CLUSTER, CLUSTER_NAME, log_denied=False):
+        return refused, True
+    image = session.image() if session.image is not None else None
+    missing = [
+        n
+        for n in dict.fromkeys(topics)
+        if n not in refused and (image is None or image.topic(n) is None)
+    ]
+    refused.update(topic_refusals(session, _CREATE, missing))
+    return refused, True
 
 
 # -- checks: admin -------------------------------------------------------------------------

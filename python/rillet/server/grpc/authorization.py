@@ -10,8 +10,10 @@ certificate on an SSL listener (mapped with ``ssl.principal.mapping.rules``); el
 With an authorizer, each call is checked against the ACLs as Kafka checks the request it
 stands for (:mod:`rillet.server.grpc.acl_policy`): a refused call ends with
 PERMISSION_DENIED and Kafka's error name and message (TOPIC_AUTHORIZATION_FAILED: ...), and
-listing calls answer only what the caller may describe. The health and reflection services
-stay open, as they say nothing about the data.
+listing calls answer only what the caller may describe. Produce, Fetch and Metadata answer
+a topic the caller may not use with its error in the response instead, as Kafka does, so
+that one such topic does not fail the others (:func:`call_session`). The health and
+reflection services stay open, as they say nothing about the data.
 """
 
 from __future__ import annotations
@@ -30,18 +32,28 @@ from rillet.security.principal import ANONYMOUS, KafkaPrincipal, SslPrincipalMap
 from rillet.server.grpc.acl_policy import CallSession, check_call, filter_response
 from rillet.server.grpc.sasl import AUTHENTICATE_METHOD, GrpcSasl
 
-__all__ = ["CallGate", "call_principal"]
+__all__ = ["CallGate", "call_principal", "call_session"]
 
 _OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 _PRINCIPAL: contextvars.ContextVar[KafkaPrincipal] = contextvars.ContextVar(
     "rillet_grpc_principal", default=ANONYMOUS
 )
+_SESSION: contextvars.ContextVar[CallSession | None] = contextvars.ContextVar(
+    "rillet_grpc_session", default=None
+)
 
 
 def call_principal() -> KafkaPrincipal:
     """The principal of the gRPC call being served (``User:ANONYMOUS`` without a gate)."""
     return _PRINCIPAL.get()
+
+
+def call_session() -> CallSession | None:
+    """The gRPC call being served as the authorizer sees it (None without an authorizer):
+    handlers that answer per partition (Produce, Fetch, Metadata) check their topics with
+    it, as Kafka does, rather than refuse the whole call."""
+    return _SESSION.get()
 
 
 def _peer_host(peer: str) -> str:
@@ -108,11 +120,12 @@ class CallGate(grpc.aio.ServerInterceptor):
                 refusal = check_call(method, request, session)
                 if refusal is not None:
                     await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-            token = _PRINCIPAL.set(principal)
+            token, session_token = _PRINCIPAL.set(principal), _SESSION.set(session)
             try:
                 response = await inner(request, context)
             finally:
                 _PRINCIPAL.reset(token)
+                _SESSION.reset(session_token)
             if session is not None:
                 response = filter_response(method, request, response, session)
             return response

@@ -1,5 +1,6 @@
 """FetchService (Fetch, ListOffsets) over :class:`~rillet.broker.apis.BrokerApis`, with
-client quotas (:mod:`rillet.server.grpc.quotas`)."""
+client quotas (:mod:`rillet.server.grpc.quotas`) and, with an authorizer, READ checked per
+topic: a topic the consumer may not read is answered TOPIC_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import grpc
 
 from rillet.broker.apis import BrokerApis
+from rillet.broker.replica_manager import FetchedPartition
 from rillet.protocol.fetch import (
     fetch_request_from_pb,
     fetch_response_bytes,
@@ -16,6 +18,9 @@ from rillet.protocol.fetch import (
     structured_fetch_response,
 )
 from rillet.protocol.gen.v1 import fetch_pb2, fetch_pb2_grpc
+from rillet.security.acls import AclOperation
+from rillet.server.grpc.acl_policy import topic_refusals
+from rillet.server.grpc.authorization import call_session
 from rillet.server.grpc.quotas import caller, hold
 
 __all__ = ["FetchServicer", "add_fetch_servicer"]
@@ -44,13 +49,18 @@ class FetchServicer(fetch_pb2_grpc.FetchServiceServicer):
             await hold(lambda: quotas.fetch_wait_s(*who))
             # As Kafka: one fetch takes at most the quota of all but one of its windows.
             max_bytes = min(max_bytes, quotas.fetch.max_bytes_in_window(*who) or max_bytes)
+        refused = topic_refusals(call_session(), AclOperation.READ, (tp.topic for tp in q.wanted))
+        wanted = {tp: p for tp, p in q.wanted.items() if tp.topic not in refused}
         results = await self.apis.handle_fetch(
-            q.wanted,
+            wanted,
             replica_id=q.replica_id,
             max_wait_ms=q.max_wait_ms,
             min_bytes=q.min_bytes,
             max_bytes=max_bytes,
         )
+        for tp in q.wanted:
+            if tp.topic in refused:
+                results[tp] = FetchedPartition(refused[tp.topic])
         if q.structured:
             structured = structured_fetch_response(q.wanted, results)
             if quotas is not None:

@@ -1,5 +1,6 @@
 """ProduceService over :meth:`BrokerApis.handle_produce`, with client quotas
-(:mod:`rillet.server.grpc.quotas`)."""
+(:mod:`rillet.server.grpc.quotas`) and, with an authorizer, WRITE checked per topic: a topic
+the caller may not write is answered TOPIC_AUTHORIZATION_FAILED, the others are appended."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from rillet.protocol.produce import (
     read_produce_request,
 )
 from rillet.scheduler import Clock
+from rillet.security.acls import AclOperation
+from rillet.server.grpc.acl_policy import topic_refusals
+from rillet.server.grpc.authorization import call_session
 from rillet.server.grpc.quotas import caller, hold
 
 __all__ = ["ProduceServicer", "add_produce_servicer"]
@@ -51,6 +55,9 @@ class ProduceServicer(produce_pb2_grpc.ProduceServiceServicer):
             entries, acks, timeout_ms = produce_request_from_pb(request, self.clock())
             has_id = request.HasField("transactional_id")
             transactional_id = request.transactional_id if has_id else None
+        refused = topic_refusals(call_session(), AclOperation.WRITE, (e[0] for e in entries))
+        if refused:
+            entries = [(t, p, refused[t]) if t in refused else (t, p, r) for t, p, r in entries]
         results = await self.apis.handle_produce(entries, acks, timeout_ms, transactional_id)
         response = produce_response(entries, results)
         response.throttle_time_ms = throttle_ms

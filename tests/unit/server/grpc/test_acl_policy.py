@@ -38,9 +38,18 @@ from rillet.protocol.gen.v1 import (
 from rillet.protocol.produce import read_produce_request
 from rillet.security.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from rillet.security.principal import KafkaPrincipal
-from rillet.server.grpc.acl_policy import CHECKS, FILTERS, CallSession, check_call, filter_response
+from rillet.server.grpc.acl_policy import (
+    CHECKS,
+    FILTERS,
+    CallSession,
+    check_call,
+    filter_response,
+    metadata_plan,
+    topic_refusals,
+)
 
 Op, Res = AclOperation, ResourceType
+WRITE = AclOperation.WRITE
 V1 = "/rillet.v1."
 
 ORDERS_ID = uuid.UUID(int=1)
@@ -195,18 +204,30 @@ def structured_request(*topics: str) -> produce_pb2.ProduceRequest:
     )
 
 
+def refused_topics(name: str, operation: AclOperation, *topics: str) -> list[str]:
+    """The topics :func:`topic_refusals` answers TOPIC_AUTHORIZATION_FAILED, each error's
+    message checked."""
+    refusals = topic_refusals(session(name), operation, topics)
+    for topic, error in refusals.items():
+        assert error.message == f"Not authorized to access topics: [{topic}]"
+    return sorted(refusals)
+
+
 @pytest.mark.parametrize("build", [produce_request, structured_request])
-def test_produce_wire_needs_write_on_each_topic(
+def test_produce_checks_write_per_topic_in_the_handler(
     build: Callable[..., produce_pb2.ProduceRequest],
 ) -> None:
-    wire = read_produce_request(build("orders", "orders-2").SerializeToString())
+    """The call itself is served (its topics are answered one by one)."""
+    wire = read_produce_request(build("zeta", "orders", "payments", "zeta").SerializeToString())
     assert check("alice", "ProduceService/Produce", wire) is None
-    denied = read_produce_request(build("zeta", "orders", "payments", "zeta").SerializeToString())
-    topics_refused(check("alice", "ProduceService/Produce", denied), "payments", "zeta")
+    assert refused_topics("alice", WRITE, "zeta", "orders", "payments", "zeta") == [
+        "payments",
+        "zeta",
+    ]
     # bob may describe orders (no WRITE); DENY wins over alice's prefixed ALLOW ALL.
-    topics_refused(check("bob", "ProduceService/Produce", wire), "orders", "orders-2")
-    secret = read_produce_request(build("orders-secret").SerializeToString())
-    topics_refused(check("alice", "ProduceService/Produce", secret), "orders-secret")
+    assert refused_topics("bob", WRITE, "orders", "orders-2") == ["orders", "orders-2"]
+    assert refused_topics("alice", WRITE, "orders-secret") == ["orders-secret"]
+    assert topic_refusals(None, WRITE, ["anything"]) == {}  # no authorizer
 
 
 def test_produce_transactional_id_is_checked_first() -> None:
@@ -226,14 +247,15 @@ def test_produce_transactional_id_is_checked_first() -> None:
     )
 
 
-def test_fetch_reads_each_topic_and_a_follower_needs_cluster_action() -> None:
+def test_fetch_reads_per_topic_and_a_follower_needs_cluster_action() -> None:
     def fetch(*topics: str, replica_id: int | None = None) -> fetch_pb2.FetchRequest:
         return fetch_pb2.FetchRequest(
             replica_id=replica_id, topics=[fetch_pb2.FetchRequest.Topic(name=t) for t in topics]
         )
 
-    assert check("alice", "FetchService/Fetch", fetch("orders", replica_id=-1)) is None
-    topics_refused(check("bob", "FetchService/Fetch", fetch("orders")), "orders")
+    assert check("bob", "FetchService/Fetch", fetch("orders", replica_id=-1)) is None
+    assert refused_topics("bob", AclOperation.READ, "orders") == ["orders"]
+    assert refused_topics("alice", AclOperation.READ, "orders") == []
     follower = fetch("orders", replica_id=1)
     refused(
         check("alice", "FetchService/Fetch", follower),
@@ -257,24 +279,21 @@ def test_list_offsets_needs_describe() -> None:
 
 def test_metadata_named_topics_need_describe_and_auto_creation_create() -> None:
     method = "MetadataService/Metadata"
-    named = metadata_pb2.MetadataRequest(topics=["orders", "payments"])
-    topics_refused(check("bob", method, named), "payments")
-    existing = metadata_pb2.MetadataRequest(topics=["orders"], allow_auto_topic_creation=True)
-    assert check("bob", method, existing) is None  # nothing to create
+    assert check("bob", method, metadata_pb2.MetadataRequest(topics=["payments"])) is None
+
+    def plan(name: str, topics: list[str], auto: bool, with_image: bool = True) -> Any:
+        refusals, auto_create = metadata_plan(session(name, with_image), topics, auto)
+        return sorted(refusals), auto_create
+
+    assert plan("bob", ["orders", "payments"], False) == (["payments"], False)
+    assert plan("bob", ["orders"], True) == ([], True)  # it exists: nothing to create
     # carol may describe new-* but not create them: refused only when asking to create.
-    new = metadata_pb2.MetadataRequest(topics=["new-a"], allow_auto_topic_creation=True)
-    topics_refused(check("carol", method, new), "new-a")
-    assert check("carol", method, metadata_pb2.MetadataRequest(topics=["new-a"])) is None
+    assert plan("carol", ["new-a"], True) == (["new-a"], True)
+    assert plan("carol", ["new-a"], False) == ([], False)
     # alice may create orders-*; without an image every topic counts as missing.
-    assert (
-        check(
-            "alice",
-            method,
-            metadata_pb2.MetadataRequest(topics=["orders-new"], allow_auto_topic_creation=True),
-        )
-        is None
-    )
-    topics_refused(check("bob", method, existing, with_image=False), "orders")
+    assert plan("alice", ["orders-new"], True) == ([], True)
+    assert plan("bob", ["orders"], True, with_image=False) == (["orders"], True)
+    assert metadata_plan(None, ["x"], True) == ({}, True)  # no authorizer
 
 
 def test_metadata_for_every_topic_lists_only_describable_ones_quietly(
