@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
 )
 
 from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc
-from rillet.security.sasl import PLAIN_LOGIN_MODULE
 from tests.support.cluster import eventually
+from tests.support.sasl_listeners import sasl_overrides
 from tests.support.server_process import ServerProcess, free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -46,18 +46,10 @@ class AclServer(ServerProcess):
     def __init__(self, data_dir: Path, super_users: str = "User:admin;User:ANONYMOUS") -> None:
         super().__init__(data_dir)
         self.sasl_port = free_port()
-        users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
-        listeners = [f"PLAINTEXT://localhost:{self.port}", f"SASL://localhost:{self.sasl_port}"]
         self.overrides = {
-            "listeners": ",".join([*listeners, f"CONTROLLER://localhost:{self.cport}"]),
-            "advertised.listeners": ",".join(listeners),
-            "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+            **sasl_overrides(
+                self, {"SASL": (self.sasl_port, "SASL_PLAINTEXT")}, USERS, mechanisms="PLAIN"
             ),
-            "grpc.listener.names": "PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
             "authorizer.class.name": AUTHORIZER,
             "super.users": super_users,
         }

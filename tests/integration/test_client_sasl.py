@@ -26,9 +26,9 @@ from rillet.client.kafka_connection import KafkaConnection
 from rillet.client.sasl import ClientSasl
 from rillet.errors import SaslAuthenticationFailedError
 from rillet.security.certs import CertFiles, make_ca, make_cert
-from rillet.security.sasl import PLAIN_LOGIN_MODULE
 from rillet.types import TopicPartition
 from tests.support.cluster import eventually
+from tests.support.sasl_listeners import sasl_overrides
 from tests.support.server_process import ServerProcess, free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -52,24 +52,17 @@ class SaslServer(ServerProcess):
         super().__init__(data_dir)
         self.sasl_port, self.sasl_ssl_port = free_port(), free_port()
         self.grpc_sasl_port = free_port()
-        users = " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items())
-        listeners = [
-            f"PLAINTEXT://localhost:{self.port}",
-            f"SASL://localhost:{self.sasl_port}",
-            f"SECURE://localhost:{self.sasl_ssl_port}",
-            f"GSASL://localhost:{self.grpc_sasl_port}",
-        ]
         self.overrides = {
-            "listeners": ",".join([*listeners, f"CONTROLLER://localhost:{self.cport}"]),
-            "advertised.listeners": ",".join(listeners),
-            "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,SECURE:SASL_SSL,GSASL:SASL_PLAINTEXT,"
-                "CONTROLLER:PLAINTEXT"
+            **sasl_overrides(
+                self,
+                {
+                    "SASL": (self.sasl_port, "SASL_PLAINTEXT"),
+                    "SECURE": (self.sasl_ssl_port, "SASL_SSL"),
+                    "GSASL": (self.grpc_sasl_port, "SASL_PLAINTEXT"),
+                },
+                PLAIN_USERS,
+                grpc=["GSASL"],
             ),
-            "grpc.listener.names": "PLAINTEXT,GSASL",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
             "listener.name.secure.ssl.keystore.type": "PEM",
             "listener.name.secure.ssl.keystore.location": str(certs.keystore),
         }

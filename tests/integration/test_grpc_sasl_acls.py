@@ -31,8 +31,8 @@ from rillet.errors import (
     TopicAuthorizationFailedError,
 )
 from rillet.protocol.gen.v1 import metadata_pb2, metadata_pb2_grpc
-from rillet.security.sasl import PLAIN_LOGIN_MODULE
 from rillet.types import TopicPartition
+from tests.support.sasl_listeners import sasl_overrides
 from tests.support.server_process import ServerProcess, free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -49,22 +49,16 @@ class SaslGrpcServer(ServerProcess):
     def __init__(self, data_dir: Path) -> None:
         super().__init__(data_dir)
         self.sasl_port, self.kafka_sasl_port = free_port(), free_port()
-        users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
-        listeners = [
-            f"PLAINTEXT://localhost:{self.port}",
-            f"GSASL://localhost:{self.sasl_port}",
-            f"KSASL://localhost:{self.kafka_sasl_port}",
-        ]
         self.overrides = {
-            "listeners": ",".join([*listeners, f"CONTROLLER://localhost:{self.cport}"]),
-            "advertised.listeners": ",".join(listeners),
-            "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,GSASL:SASL_PLAINTEXT,KSASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+            **sasl_overrides(
+                self,
+                {
+                    "GSASL": (self.sasl_port, "SASL_PLAINTEXT"),
+                    "KSASL": (self.kafka_sasl_port, "SASL_PLAINTEXT"),
+                },
+                USERS,
+                grpc=["GSASL"],
             ),
-            "grpc.listener.names": "PLAINTEXT,GSASL",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
             "authorizer.class.name": AUTHORIZER,
             "super.users": "User:ANONYMOUS",
         }

@@ -25,8 +25,8 @@ from confluent_kafka.admin import (
 )
 
 from rillet.security.certs import CertFiles, make_ca, make_cert
-from rillet.security.sasl import PLAIN_LOGIN_MODULE
 from tests.support.cluster import eventually
+from tests.support.sasl_listeners import sasl_overrides
 from tests.support.server_process import ServerProcess, free_port
 
 with warnings.catch_warnings():
@@ -52,22 +52,15 @@ class SaslServer(ServerProcess):
     def __init__(self, data_dir: Path, certs: CertFiles) -> None:
         super().__init__(data_dir)
         self.sasl_port, self.sasl_ssl_port = free_port(), free_port()
-        users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
-        listeners = [
-            f"PLAINTEXT://localhost:{self.port}",
-            f"SASL://localhost:{self.sasl_port}",
-            f"SECURE://localhost:{self.sasl_ssl_port}",
-        ]
         self.overrides = {
-            "listeners": ",".join([*listeners, f"CONTROLLER://localhost:{self.cport}"]),
-            "advertised.listeners": ",".join(listeners),
-            "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT"
+            **sasl_overrides(
+                self,
+                {
+                    "SASL": (self.sasl_port, "SASL_PLAINTEXT"),
+                    "SECURE": (self.sasl_ssl_port, "SASL_SSL"),
+                },
+                USERS,
             ),
-            "grpc.listener.names": "PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
             "listener.name.secure.ssl.keystore.type": "PEM",
             "listener.name.secure.ssl.keystore.location": str(certs.keystore),
         }
