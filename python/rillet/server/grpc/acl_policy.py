@@ -226,10 +226,6 @@ def _fetch(request: fetch_pb2.FetchRequest, s: CallSession) -> str | None:
     return None
 
 
-def _list_offsets(request: fetch_pb2.ListOffsetsRequest, s: CallSession) -> str | None:
-    return _refused(s, _DESCRIBE, _TOPIC, (t.name for t in request.topics))
-
-
 def _metadata(request: metadata_pb2.MetadataRequest, s: CallSession) -> str | None:
     """Nothing for the whole call: the handler answers each topic (:func:`metadata_plan`),
     and a request for every topic is filtered (:func:`filter_response`)."""
