@@ -34,6 +34,9 @@ class TlsSocket:
         )
         self._state = threading.Lock()  # the TLS state
         self._send = threading.Lock()  # the socket's write side: ciphertext in order
+        # Ciphertext is received into one buffer, allocated once (the reader's alone).
+        self._ciphertext = bytearray(_CHUNK)
+        self._ciphertext_view = memoryview(self._ciphertext)
         self._handshake()
 
     def _handshake(self) -> None:
@@ -59,11 +62,11 @@ class TlsSocket:
 
     def _fill(self) -> bool:
         """Read ciphertext from the socket into TLS; False at the end of the stream."""
-        data = self._raw.recv(_CHUNK)
-        if not data:
+        n = self._raw.recv_into(self._ciphertext)
+        if not n:
             return False
         with self._state:
-            self._incoming.write(data)
+            self._incoming.write(self._ciphertext_view[:n])
         return True
 
     def sendall(self, data: bytes | memoryview) -> None:
@@ -76,15 +79,23 @@ class TlsSocket:
     def recv_into(self, buffer: memoryview) -> int:
         """Plaintext into ``buffer``: at least one byte, or 0 at the end of the stream.
         Raises TimeoutError as the socket's timeout says."""
+        size = len(buffer)
         while True:
+            got = 0
             with self._state:
                 try:
-                    # With a buffer, read() answers the number of bytes it wrote there.
-                    return int(self._tls.read(len(buffer), buffer))
+                    # One read() answers at most one TLS record (16 KiB): read on while
+                    # records are buffered and the buffer has room, so a large response
+                    # takes one call here per socket read, not one per record.
+                    while got < size:
+                        # With a buffer, read() answers the number of bytes it wrote there.
+                        got += int(self._tls.read(size - got, buffer[got:]))
+                    return got
                 except ssl.SSLWantReadError:
-                    pass
+                    if got:
+                        return got
                 except ssl.SSLZeroReturnError:
-                    return 0
+                    return got
                 pending = self._outgoing.pending
             if pending:
                 self._flush()  # what reading produced (a key update's answer)

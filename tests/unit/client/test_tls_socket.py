@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
 import ssl
+import struct
+import termios
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +117,57 @@ def test_the_end_of_the_stream_reads_as_zero(certs: CertFiles) -> None:
     server.join(10)  # the server closed its end
     assert sock.recv_into(memoryview(bytearray(10))) == 0
     sock.close()
+
+
+def _sending_server(files: CertFiles, payload: bytes) -> tuple[int, threading.Thread]:
+    """A TLS server on localhost that sends ``payload`` in one write and closes."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(files.keystore)
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        listener.close()
+        with ctx.wrap_socket(conn, server_side=True) as tls:
+            tls.sendall(payload)
+            tls.recv(1)  # until the client closes
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+def test_a_large_buffer_takes_every_buffered_tls_record_in_one_read(certs: CertFiles) -> None:
+    payload = os.urandom(64 * 1024)  # four TLS records of 16 KiB
+    port, server = _sending_server(certs, payload)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = TlsSocket(raw, ssl.create_default_context(cafile=str(certs.ca)), "localhost")
+    # Wait until all four records' ciphertext is in the socket's receive buffer.
+    deadline = time.monotonic() + 10
+    while _readable(raw) < len(payload) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    buffer = bytearray(1 << 20)
+    assert sock.recv_into(memoryview(buffer)) == len(payload)
+    assert bytes(buffer[: len(payload)]) == payload
+    sock.close()
+    server.join(10)
+
+
+def _readable(raw: socket.socket) -> int:
+    """The bytes waiting in ``raw``'s receive buffer."""
+    return int(struct.unpack("i", fcntl.ioctl(raw, termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
+def test_buffers_smaller_than_a_record_read_it_in_parts(certs: CertFiles) -> None:
+    payload = os.urandom(100_000)
+    port, server = _sending_server(certs, payload)
+    sock = _client(port, certs)
+    got = bytearray()
+    while len(got) < len(payload):
+        buffer = bytearray(777)
+        n = sock.recv_into(memoryview(buffer))
+        assert 0 < n <= 777
+        got += buffer[:n]
+    assert bytes(got) == payload
+    sock.close()
+    server.join(10)
