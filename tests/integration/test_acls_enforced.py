@@ -27,7 +27,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc
+from rillet.protocol.gen.v1 import admin_pb2, admin_pb2_grpc, metadata_pb2, metadata_pb2_grpc
+from rillet.security.certs import make_ca, make_cert
+from rillet.security.tls import ClientTls
 from tests.support.cluster import eventually
 from tests.support.sasl_listeners import sasl_overrides
 from tests.support.server_process import ServerProcess, free_port
@@ -310,5 +312,64 @@ def test_grpc_listeners_check_the_acls_of_anonymous_callers(tmp_path: Path) -> N
         admin.create_topics([NewTopic("made-by-admin", 1, 1)], request_timeout=30)[
             "made-by-admin"
         ].result()
+    finally:
+        s.stop()
+
+
+def test_a_certificate_principal_is_not_relayed_to_a_grpc_listener_that_would_drop_it(
+    tmp_path: Path,
+) -> None:
+    """With an authorizer, a gRPC client of an mTLS Kafka listener is User:alice there; the
+    node's plaintext gRPC listener would take its relayed calls for User:ANONYMOUS (a super
+    user here), so the relay refuses it. Kafka's protocol on the same listener is served."""
+    ca = make_ca(tmp_path / "ca")
+    node, alice = make_cert(ca, tmp_path / "ca", "node"), make_cert(ca, tmp_path / "ca", "alice")
+    s = ServerProcess(tmp_path / "data")
+    kport = free_port()
+    s.overrides = {
+        "listeners": f"PLAINTEXT://localhost:{s.port},KTLS://localhost:{kport},"
+        f"CONTROLLER://localhost:{s.cport}",
+        "advertised.listeners": f"PLAINTEXT://localhost:{s.port},KTLS://localhost:{kport}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,KTLS:SSL,CONTROLLER:PLAINTEXT",
+        "grpc.listener.names": "PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.name.ktls.ssl.keystore.type": "PEM",
+        "listener.name.ktls.ssl.keystore.location": str(node.keystore),
+        "listener.name.ktls.ssl.truststore.type": "PEM",
+        "listener.name.ktls.ssl.truststore.location": str(node.ca),
+        "listener.name.ktls.ssl.client.auth": "required",
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:ANONYMOUS",
+    }
+    s.start()
+    try:
+        tls = ClientTls.from_files(str(alice.ca), str(alice.cert), str(alice.key))
+        with (
+            grpc.secure_channel(f"localhost:{kport}", tls.grpc_credentials()) as ch,
+            pytest.raises(grpc.RpcError) as refused,
+        ):
+            metadata_pb2_grpc.MetadataServiceStub(ch).Metadata(
+                metadata_pb2.MetadataRequest(), timeout=10
+            )
+        # The connection closes each time gRPC opens it, until the deadline.
+        assert refused.value.code() in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+        )
+        assert "not relaying gRPC" in s.output()
+        assert "is User:CN=alice" in s.output()
+        # Kafka's protocol on the same listener: alice, who has no ACL, is refused by name.
+        admin = AdminClient(
+            {
+                "bootstrap.servers": f"localhost:{kport}",
+                "security.protocol": "ssl",
+                "ssl.ca.location": str(alice.ca),
+                "ssl.certificate.location": str(alice.cert),
+                "ssl.key.location": str(alice.key),
+            }
+        )
+        future = admin.create_topics([NewTopic("by-alice", 1, 1)], request_timeout=30)["by-alice"]
+        with pytest.raises(KafkaException, match="AUTHORIZATION"):
+            future.result()
     finally:
         s.stop()

@@ -514,6 +514,9 @@ class RilletServer:
                     grpc_address=None if relay is None else relay[0],
                     grpc_tls=None if relay is None else relay[1],
                     grpc_authenticates=relay is not None and relay[2],
+                    grpc_relay_anonymous_only=(
+                        relay is not None and self.authorizer is not None and not relay[2]
+                    ),
                     failed_authentication_delay_ms=cfg["connection.failed.authentication.delay.ms"],
                 )
                 await kafka.start(cfg.kafka_listeners, self.listener_tls, self.listener_sasl)
@@ -630,7 +633,8 @@ class RilletServer:
         listener, whose calls authenticate themselves, else its first gRPC listener. With
         the TLS to reach it (the host name not checked: it is this node), and whether it is
         a SASL one. With an authorizer, the relay presents no certificate to a listener that
-        is not SASL, so that relayed calls never pass for the broker itself."""
+        is not SASL, so that relayed calls never pass for the broker itself (and the Kafka
+        listeners relay only ANONYMOUS connections there)."""
         endpoints = sorted(
             self.config.grpc_listeners, key=lambda ep: ep.listener_name not in self.listener_sasl
         )

@@ -26,7 +26,10 @@ relays gRPC only to a SASL gRPC listener, where each call authenticates itself.
 
 A connection that opens with HTTP/2's preface (``PRI * HTTP/2.0``: a gRPC client, whose first
 four bytes read as a frame of 1.3 GB, which no Kafka client sends) is relayed to the broker's
-gRPC listener when it has one (over TLS when that listener is an SSL one). So Rillet's own
+gRPC listener when it has one (over TLS when that listener is an SSL one): a SASL one first,
+where each call authenticates itself. With an authorizer, a relay to a gRPC listener that
+does not authenticate presents no certificate, so its calls are ``User:ANONYMOUS`` there,
+and only connections that are ANONYMOUS here are relayed. So Rillet's own
 client and tools can bootstrap from the Kafka port, as Kafka users type it; the metadata
 they get back names the gRPC listener's endpoints, where their other connections go.
 """
@@ -98,6 +101,7 @@ class KafkaListener:
         grpc_address: tuple[str, int] | None = None,
         grpc_tls: ClientTls | None = None,
         grpc_authenticates: bool = False,
+        grpc_relay_anonymous_only: bool = False,
         failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.apis = apis
@@ -108,6 +112,9 @@ class KafkaListener:
         # Whether that gRPC listener is a SASL one: calls relayed from a SASL listener must
         # authenticate there, with session tokens.
         self.grpc_authenticates = grpc_authenticates
+        # With an authorizer and a gRPC listener that does not authenticate, relayed calls
+        # are User:ANONYMOUS there: only connections that are ANONYMOUS here are relayed.
+        self.grpc_relay_anonymous_only = grpc_relay_anonymous_only
         self._grpc_ssl = grpc_tls.ssl_context() if grpc_tls is not None else None
         if self._grpc_ssl is not None:
             self._grpc_ssl.set_alpn_protocols(["h2"])  # gRPC speaks HTTP/2 only
@@ -240,8 +247,19 @@ class KafkaListener:
                 async with asyncio.timeout(self.idle_s):
                     frame = await protocol.next()
                 if frame is None:
-                    if protocol.relay is not None and self.grpc_address is not None:
-                        await _relay(protocol.relay, writer, self.grpc_address, self._grpc_ssl)
+                    if protocol.relay is None or self.grpc_address is None:
+                        return
+                    if self.grpc_relay_anonymous_only and principal != ANONYMOUS:
+                        _log.warning(
+                            "not relaying gRPC from %s on %s: it is %s here, and the gRPC "
+                            "listener would take its calls for User:ANONYMOUS (relaying to a "
+                            "SASL gRPC listener keeps who a call is)",
+                            peer,
+                            listener_name,
+                            principal,
+                        )
+                        return
+                    await _relay(protocol.relay, writer, self.grpc_address, self._grpc_ssl)
                     return
                 if isinstance(frame, BadFrameSize):
                     _log.warning(
