@@ -35,7 +35,7 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import Any
 
-from rillet._core import kafka_decode_response, kafka_encode_request
+from rillet._core import kafka_decode_response, kafka_encode_request, kafka_frame_buffer
 from rillet.client.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, ClientSasl
 from rillet.client.tls_socket import TlsSocket
 from rillet.errors import (
@@ -426,12 +426,16 @@ def _read_frame(sock: _Stream) -> bytes:
 
 
 def _read_exactly(sock: _Stream, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if k == 0:
-            raise EOFError("the broker closed the connection")
-        got += k
-    return bytes(buf)
+    """``n`` bytes from ``sock``, received straight into the bytes returned (no copy: a
+    fetch response is a megabyte or more)."""
+    body, into = kafka_frame_buffer(n)
+    try:
+        got = 0
+        while got < n:
+            k = sock.recv_into(into[got:])
+            if k == 0:
+                raise EOFError("the broker closed the connection")
+            got += k
+    finally:
+        into.release()  # written (or abandoned): the bytes may be read now
+    return body
