@@ -24,8 +24,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from rillet import Consumer as RilletConsumer
 from rillet.client.kafka_connection import KafkaConnection
 from rillet.client.producer.producer import Producer as RilletProducer
+from rillet.types import TopicPartition as RilletTopicPartition
 from tests.support.server_process import ServerProcess, serving
 
 pytestmark = pytest.mark.timeout(180)
@@ -265,3 +267,30 @@ def test_a_fast_consumer_is_held_to_its_quota(server: ServerProcess) -> None:
     finally:
         consumer.close()
     assert_near_quota(received, started)
+
+
+def test_a_grpc_consumer_sees_its_fetches_throttled(server: ServerProcess) -> None:
+    """Rillet's consumer over gRPC, over its client id's consumer quota, reads the
+    throttle_time_ms of its fetch responses into ``fetch-throttle-time-max``."""
+    server.create_topic("to-read-grpc", 1)
+    with RilletProducer(bootstrap_servers=server.bootstrap, transport="grpc") as producer:
+        for _ in range(4 * 1024 * 1024 // RECORD):
+            producer.send("to-read-grpc", b"w" * RECORD)
+        producer.flush(60)
+    ok(configs(server, "--alter", "--client", "slow-grpc", "--add-config",
+               f"consumer_byte_rate={QUOTA}"))  # fmt: skip
+    consumer = RilletConsumer(
+        bootstrap_servers=server.bootstrap, client_id="slow-grpc", auto_offset_reset="earliest"
+    )
+    try:
+        tp = RilletTopicPartition("to-read-grpc", 0)
+        consumer.assign([tp])
+        deadline = time.monotonic() + 60
+        throttled = 0.0
+        while throttled <= 0 and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+            metrics = consumer.metrics()["consumer-fetch-manager-metrics"]
+            throttled = metrics["fetch-throttle-time-max"]
+        assert throttled > 0
+    finally:
+        consumer.close()

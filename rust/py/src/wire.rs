@@ -330,11 +330,13 @@ impl FetchedPartitionView {
     }
 }
 
-/// A `rillet.v1.FetchResponse` read in place: its error, and its partitions in order.
+/// A `rillet.v1.FetchResponse` read in place: its error, how long the broker throttled the
+/// client (client quotas; 0 when not), and its partitions in order.
 #[pyclass(module = "rillet._core", frozen, get_all)]
 pub struct FetchResponseView {
     error_code: i32,
     error_message: String,
+    throttle_time_ms: i32,
     partitions: Vec<Py<FetchedPartitionView>>,
 }
 
@@ -386,6 +388,7 @@ fn decode_fetch_response(py: Python<'_>, data: &[u8]) -> PyResult<FetchResponseV
     Ok(FetchResponseView {
         error_code: response.error_code,
         error_message: response.error_message.to_string(),
+        throttle_time_ms: response.throttle_time_ms.max(0),
         partitions,
     })
 }
@@ -464,6 +467,7 @@ fn kafka_decode_fetch_response(
     Ok(FetchResponseView {
         error_code: int(&body, "error_code") as i32,
         error_message: String::new(),
+        throttle_time_ms: int(&body, "throttle_time_ms").max(0) as i32,
         partitions,
     })
 }

@@ -124,8 +124,9 @@ def test_fetch_metrics_and_records_per_request() -> None:
     sensors = FetchManagerMetrics(metrics)
     got = metrics.snapshot()["consumer-fetch-manager-metrics"]
     assert math.isnan(got["records-per-request-avg"]) and math.isnan(got["records-lag-max"])
-    for latency, size in ((40.0, 1000), (60.0, 3000)):
+    for latency, size, throttle in ((40.0, 1000, 0), (60.0, 3000, 250)):
         sensors.fetch_latency.record(latency)
+        sensors.throttle_time.record(throttle)
         sensors.bytes_fetched.record(size)
     sensors.records_consumed.record(25)
     sensors.records_consumed.record(5)
@@ -135,6 +136,7 @@ def test_fetch_metrics_and_records_per_request() -> None:
     got = metrics.snapshot()["consumer-fetch-manager-metrics"]
     assert got["fetch-total"] == 2.0
     assert got["fetch-latency-avg"] == 50.0 and got["fetch-latency-max"] == 60.0
+    assert got["fetch-throttle-time-avg"] == 125.0 and got["fetch-throttle-time-max"] == 250.0
     assert got["fetch-size-avg"] == 2000.0 and got["fetch-size-max"] == 3000.0
     assert got["bytes-consumed-total"] == 4000.0
     assert got["records-consumed-total"] == 30.0

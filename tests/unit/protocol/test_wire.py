@@ -16,6 +16,8 @@ from rillet._core import (
     decode_fetch_response,
     decode_produce_request,
     encode_fetch_response,
+    kafka_decode_fetch_response,
+    kafka_encode_response,
 )
 from rillet.errors import CorruptRecordError
 from rillet.protocol import common_pb2, fetch_pb2, produce_pb2
@@ -71,6 +73,24 @@ def test_decode_reads_what_the_generated_encoder_writes() -> None:
         # The offset after the last whole batch, read from batch headers.
         batches = decode_batches(p.record_batches, allow_partial=True)
         assert next_offset == (batches[-1].last_offset + 1 if batches else -1)
+
+
+def test_fetch_responses_carry_their_throttle_time() -> None:
+    """A throttled client's fetch says so (``fetch-throttle-time-*``): over gRPC the broker
+    puts the throttle time before the response's other fields, over Kafka's protocol it is
+    the response's first field."""
+    assert decode_fetch_response(sample_response().SerializeToString()).throttle_time_ms == 5
+    unthrottled = sample_response()
+    unthrottled.throttle_time_ms = 0
+    data = unthrottled.SerializeToString()
+    assert decode_fetch_response(data).throttle_time_ms == 0
+    throttled = fetch_pb2.FetchResponse(throttle_time_ms=250).SerializeToString() + data
+    view = decode_fetch_response(throttled)
+    assert view.throttle_time_ms == 250
+    assert len(view.partitions) == len(decode_fetch_response(data).partitions)
+    body = {"throttle_time_ms": 120, "error_code": 0, "session_id": 0, "responses": []}
+    frame = kafka_encode_response(1, 12, 7, body)
+    assert kafka_decode_fetch_response(12, frame[4:]).throttle_time_ms == 120
 
 
 def test_encode_matches_the_generated_encoder(tmp_path: Path) -> None:

@@ -518,6 +518,7 @@ class Fetcher:
             now = sensors.metrics.clock()
             if f.timing is not None:
                 sensors.fetch_latency.record((f.timing.done_ms or now) - f.timing.sent_ms, now)
+            sensors.throttle_time.record(view.throttle_time_ms, now)
         err = error_from_wire(view.error_code, view.error_message)
         if err is not None:
             raise err

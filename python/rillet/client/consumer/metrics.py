@@ -4,7 +4,8 @@ names and groups of Kafka's consumer:
 
 ``consumer-fetch-manager-metrics``
     ``fetch-latency-avg``/``-max`` (ms from sending a fetch to its answer), ``fetch-rate``/
-    ``-total`` (fetch responses), ``fetch-size-avg``/``-max`` and ``bytes-consumed-rate``/
+    ``-total`` (fetch responses), ``fetch-throttle-time-avg``/``-max`` (the throttle time of
+    each fetch response: client quotas), ``fetch-size-avg``/``-max`` and ``bytes-consumed-rate``/
     ``-total`` (record batch bytes per fetch response), ``records-consumed-rate``/``-total``
     (records ``poll()`` handed out), ``records-per-request-avg`` (records handed out per fetch
     response over the window), ``records-lag-max`` (the most any partition's position was
@@ -68,6 +69,13 @@ class FetchManagerMetrics:
             name("fetch-total", "The total number of fetch requests"),
             count=True,
         ).stat
+        self.throttle_time = metrics.sensor("fetch-throttle-time")
+        self.throttle_time.add(
+            name("fetch-throttle-time-avg", "The average throttle time in ms"), Avg()
+        )
+        self.throttle_time.add(
+            name("fetch-throttle-time-max", "The maximum throttle time in ms"), Max()
+        )
         self.bytes_fetched = metrics.sensor("bytes-fetched")
         self.bytes_fetched.add(
             name("fetch-size-avg", "The average number of bytes fetched per request"), Avg()
