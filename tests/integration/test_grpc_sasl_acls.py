@@ -196,6 +196,13 @@ def test_consuming_with_a_prefixed_pattern_needs_read_on_topic_and_group(
          "Describe", "--topic", "payments-", "--resource-pattern-type", "prefixed")  # fmt: skip
     _acl(server, "--allow-principal", "User:carol", "--operation", "Read", "--group", "carols")
     assert _until(lambda: _consume(server, "carol", "payments-eu", "carols")) == [b"p1"]
+    # One commit, two topics: the one carol may not read is refused, the other committed.
+    with contextlib.closing(Consumer(**server.client("carol", group_id="carols"))) as consumer:
+        readable, unreadable = TopicPartition("payments-eu", 0), TopicPartition("orders", 0)
+        consumer.assign([readable])
+        with pytest.raises(TopicAuthorizationFailedError, match="orders"):
+            consumer.commit({readable: 1, unreadable: 1})
+        assert consumer.committed(readable) == 1
     # Another group: GROUP_AUTHORIZATION_FAILED; bob has no READ on the topic at all.
     with pytest.raises(GroupAuthorizationFailedError):
         _consume(server, "carol", "payments-eu", "not-carols")

@@ -5,7 +5,8 @@ authenticates the caller, asks :func:`check_call` before the handler runs and
 :func:`filter_response` after it.
 
 Kafka answers each topic, group or partition with its own error, so it refuses one resource
-and serves the others. Produce, Fetch and Metadata do the same here: their handlers ask
+and serves the others. Produce, Fetch, Metadata, OffsetCommit and TxnOffsetCommit do the same
+here: their handlers ask
 :func:`topic_refusals` (and :func:`metadata_plan`) and answer a refused topic with
 TOPIC_AUTHORIZATION_FAILED in its place, so that a producer writing to several topics loses
 only the batches it may not write. Other calls are answered as a whole, so a request touching
@@ -36,8 +37,9 @@ TOPIC_AUTHORIZATION_FAILED (KAFKA-18813).
 - **DescribeConfigs / AlterConfigs**: DESCRIBE_CONFIGS / ALTER_CONFIGS on a topic's or a
   group's resource, on the cluster for a broker, its loggers and client metrics.
 - **Groups**: READ on the group to join, sync, heartbeat, leave and commit (and READ on the
-  topics committed; TxnOffsetCommit first WRITE on the transactional id); DESCRIBE to find
-  its coordinator, fetch its offsets, describe it; DELETE to delete it or its offsets.
+  topics committed, per topic; TxnOffsetCommit first WRITE on the transactional id);
+  DESCRIBE to find its coordinator, fetch its offsets, describe it; DELETE to delete it or
+  its offsets.
   ConsumerGroupHeartbeat also needs DESCRIBE on each topic subscribed to by name.
 - **AddPartitionsToTxn**: WRITE on the transactional id and each topic; CLUSTER_ACTION when
   it verifies or batches transactions (Kafka's broker-to-broker v4+, KIP-890).
@@ -373,9 +375,8 @@ def _consumer_group_heartbeat(
 def _offset_commit(
     request: group_pb2.OffsetCommitRequest | group_pb2.TxnOffsetCommitRequest, s: CallSession
 ) -> str | None:
-    return _refused(s, _READ, _GROUP, [request.group_id]) or _refused(
-        s, _READ, _TOPIC, (t.name for t in request.topics)
-    )
+    """The group; each topic is the handler's (:func:`topic_refusals`)."""
+    return _refused(s, _READ, _GROUP, [request.group_id])
 
 
 def _txn_offset_commit(request: group_pb2.TxnOffsetCommitRequest, s: CallSession) -> str | None:

@@ -1,5 +1,7 @@
 """GroupService over :class:`~rillet.broker.group_coordinator.GroupCoordinator`: decode, run
-on the group's shard, encode."""
+on the group's shard, encode. With an authorizer, OffsetCommit and TxnOffsetCommit check READ
+per topic, as Kafka does: a topic the caller may not read is answered
+TOPIC_AUTHORIZATION_FAILED for each of its partitions, and the others are committed."""
 
 from __future__ import annotations
 
@@ -16,12 +18,45 @@ from rillet.errors import KafkaError
 from rillet.protocol import group_coordinator as conv
 from rillet.protocol.errors import set_error
 from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc
+from rillet.security.acls import AclOperation
+from rillet.server.grpc.acl_policy import topic_refusals
+from rillet.server.grpc.authorization import call_session
 
 __all__ = ["GroupServicer"]
 
 Context = grpc.aio.ServicerContext[object, object]
 
 R = TypeVar("R")
+
+
+Commit = TypeVar("Commit", group_pb2.OffsetCommitRequest, group_pb2.TxnOffsetCommitRequest)
+
+
+def _unreadable(request: Commit) -> tuple[Commit, list[group_pb2.OffsetCommitResponse.Topic]]:
+    """``request`` without the topics the caller may not read, and their answers."""
+    refused = topic_refusals(call_session(), AclOperation.READ, (t.name for t in request.topics))
+    if not refused:
+        return request, []
+    kept = type(request)()
+    kept.CopyFrom(request)
+    del kept.topics[:]
+    kept.topics.extend(t for t in request.topics if t.name not in refused)
+    answers = [
+        group_pb2.OffsetCommitResponse.Topic(
+            name=t.name,
+            partitions=[
+                group_pb2.OffsetCommitResponse.Partition(
+                    partition_index=p.partition_index,
+                    error_code=refused[t.name].code,  # type: ignore[arg-type]  # a Kafka code
+                    error_message=refused[t.name].message,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in request.topics
+        if t.name in refused
+    ]
+    return kept, answers
 
 
 def _client(context: Context) -> tuple[str, str]:
@@ -130,24 +165,34 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     async def OffsetCommit(
         self, request: group_pb2.OffsetCommitRequest, context: Context
     ) -> group_pb2.OffsetCommitResponse:
+        request, refused = _unreadable(request)
+        if refused and not request.topics:
+            return group_pb2.OffsetCommitResponse(topics=refused)
         r = conv.offset_commit_request_from_pb(request)
         response = await self.coordinator.run(
             r.group_id,
             lambda shard, now: shard.commit_offsets(r, now),
             lambda e: _commit_error(r, e),
         )
-        return conv.offset_commit_response_to_pb(response)
+        out = conv.offset_commit_response_to_pb(response)
+        out.topics.extend(refused)
+        return out
 
     async def TxnOffsetCommit(
         self, request: group_pb2.TxnOffsetCommitRequest, context: Context
     ) -> group_pb2.TxnOffsetCommitResponse:
+        request, refused = _unreadable(request)
+        if refused and not request.topics:
+            return group_pb2.TxnOffsetCommitResponse(topics=refused)
         r = conv.txn_offset_commit_request_from_pb(request)
         response = await self.coordinator.run(
             r.group_id,
             lambda shard, now: shard.txn_offset_commit(r, now),
             lambda e: error_txn_commit_response(r, e),
         )
-        return conv.txn_offset_commit_response_to_pb(response)
+        out = conv.txn_offset_commit_response_to_pb(response)
+        out.topics.extend(refused)
+        return out
 
     async def OffsetFetch(
         self, request: group_pb2.OffsetFetchRequest, context: Context
