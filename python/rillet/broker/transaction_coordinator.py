@@ -23,6 +23,11 @@ channel and the requests. Its shape is the group coordinator's driver
   far (a marker must never reach a partition before the decision it carries is durable). An
   append that fails unloads the shard (the answer names a coordinator error, as Kafka's
   ``TransactionStateManager`` does) and, while this broker still leads, loads it again.
+  That wait runs as a task of the driver, not of the request: gRPC cancels a handler whose
+  client went away or whose deadline passed (a producer killed while its EndTxn waits), and
+  the markers of a decision already in the log, or the reload after a failed write, must
+  not go with it (Kafka's append callback does not depend on the client's connection
+  either); a transaction would stay Prepare* until its coordinator moved.
 - **Markers.** Sent by the :class:`~rillet.broker.txn_marker_channel.TxnMarkerChannel`;
   their answers go back to the shard that made them, whose retries are sent after
   ``retry.backoff.ms``.
@@ -43,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -210,7 +215,7 @@ class TransactionCoordinator:
         loaded.timer_task = asyncio.get_running_loop().create_task(
             self._run_timers(index, loaded), name=f"timers {TRANSACTION_STATE_TOPIC}-{index}"
         )
-        self._spawn(self._submit(index, loaded, result))
+        self._submit(index, loaded, result)
         _log.info(
             "loaded %d transactional ids of %s (coordinator epoch %d) from %d records in %d "
             "ms; %d transactions to complete",
@@ -423,7 +428,7 @@ class TransactionCoordinator:
             result = loaded.shard.list_transactions(
                 states, pids, duration_filter_ms, now_ms=self.clock()
             )
-            err = await self._submit(index, loaded, result)
+            err = await asyncio.shield(self._submit(index, loaded, result))
             response = result.response
             if err is None and response is not None and response.error is None:
                 listed.extend(response.transaction_states)
@@ -461,7 +466,8 @@ class TransactionCoordinator:
             return on_error(found)
         index, loaded = found
         result = operation(loaded.shard, self.clock())
-        err = await self._submit(index, loaded, result)
+        # Shielded: this request being cancelled must not cancel sending the markers.
+        err = await asyncio.shield(self._submit(index, loaded, result))
         if err is not None:
             return on_error(err)
         assert result.response is not None
@@ -469,13 +475,16 @@ class TransactionCoordinator:
 
     def _submit(
         self, index: int, loaded: _Loaded, result: CoordinatorResult[Any], marker_delay_ms: int = 0
-    ) -> Coroutine[Any, Any, KafkaError | None]:
+    ) -> asyncio.Task[KafkaError | None]:
         """Append ``result``'s records now, in the step the shard applied them; the returned
-        coroutine waits until everything written so far is committed, then sends the
-        markers, and gives the error (a coordinator error) if that failed."""
+        task (the driver's own: see the module doc) waits until everything written so far is
+        committed, then sends the markers, and gives the error (a coordinator error) if that
+        failed. A caller that waits for it shields it."""
         loaded.wake.set()  # the operation may have moved the shard's next deadline
         err = self._append(index, loaded, result) if result.records else None
-        return self._finish(index, loaded, result, loaded.written_end, err, marker_delay_ms)
+        return self._spawn(
+            self._finish(index, loaded, result, loaded.written_end, err, marker_delay_ms)
+        )
 
     def _append(
         self, index: int, loaded: _Loaded, result: CoordinatorResult[Any]
@@ -593,12 +602,19 @@ class TransactionCoordinator:
             return
         if result.records or result.markers:
             # Retries wait retry.backoff.ms; the Complete record is appended at once.
-            self._spawn(self._submit(index, loaded, result, self.retry_backoff_ms))
+            self._submit(index, loaded, result, self.retry_backoff_ms)
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, R]) -> asyncio.Task[R]:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        # A bug, not an error to answer: said at once, not when the task is collected.
+        if not task.cancelled() and (e := task.exception()) is not None:
+            _log.error("a task of the transaction coordinator failed", exc_info=e)
 
     # -- timers --------------------------------------------------------------------------------
 
@@ -613,7 +629,7 @@ class TransactionCoordinator:
                 continue
             result = loaded.shard.tick(self.clock())
             if result.records or result.markers:
-                await self._submit(index, loaded, result)
+                await asyncio.shield(self._submit(index, loaded, result))
 
 
 def _read_records(log: Any) -> list[tuple[bytes, bytes | None]]:

@@ -1,7 +1,8 @@
 """The transaction coordinator's driver over real logs (broker/transaction_coordinator.py):
 loading on leadership, answers after the high watermark, markers after the decision is
 durable, reload from the log (Prepare* transactions completed), unload when leadership moves,
-the timeout scan, topic creation, a failed write, and the request checks it makes itself."""
+the timeout scan, topic creation, a failed write, the request checks it makes itself, and
+markers sent even when the request that decided them is cancelled."""
 
 from __future__ import annotations
 
@@ -345,5 +346,38 @@ async def test_a_failed_write_reloads_the_shard_from_the_log(log_manager: LogMan
         await w.replicate(2)
         described = await w.coordinator.describe_transactions([TID])
         assert described[0].transaction_state == "Ongoing"
+    finally:
+        await w.close()
+
+
+async def test_markers_are_sent_when_the_request_that_decided_them_is_cancelled(
+    log_manager: LogManager,
+) -> None:
+    # gRPC cancels a handler when its client goes away or its deadline passes: a producer
+    # killed (or timed out) while its EndTxn waits for the high watermark. The decision is
+    # in the log and will be committed, so its markers must still go out; otherwise the
+    # transaction stays PrepareCommit (every retry answered CONCURRENT_TRANSACTIONS) and
+    # read_committed consumers stall on the LSO until the coordinator moves.
+    w = TxnWorld(log_manager, replicas=(1, 2))
+    try:
+        await w.loaded()
+        t = asyncio.create_task(init(w))
+        await asyncio.sleep(0.01)
+        await w.replicate(2)
+        pid, epoch = await t
+        t2 = asyncio.create_task(add(w, pid, epoch, T0))
+        await asyncio.sleep(0.01)
+        await w.replicate(2)
+        await t2
+        end = asyncio.create_task(
+            w.coordinator.end_txn(EndTxnRequest(TID, pid, epoch, committed=True))
+        )
+        await asyncio.sleep(0.02)
+        assert logged_states(w)[-1] == "PrepareCommit" and not end.done()
+        end.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await end
+        await replicating(w, lambda: w.markers(T0) == [(pid, epoch, "COMMIT")], "COMMIT")
+        await replicating(w, lambda: logged_states(w)[-1] == "CompleteCommit", "CompleteCommit")
     finally:
         await w.close()
