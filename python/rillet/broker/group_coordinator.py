@@ -115,6 +115,8 @@ class GroupCoordinator:
         self._topics: dict[str, TopicInfo] = {}
         self._parked: dict[Hashable, asyncio.Future[Any]] = {}
         self._creating: asyncio.Task[None] | None = None
+        # Writes waiting for the high watermark: the coordinator's own tasks (see _submit).
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._rng = random.Random()
         self._warned_at = -(10**9)  # when too few brokers for __consumer_offsets was last said
         self._closed = False
@@ -193,6 +195,8 @@ class GroupCoordinator:
             self._unload(index, "shutting down")
         if self._creating is not None:
             self._creating.cancel()
+        for task in list(self._tasks):
+            task.cancel()
 
     # -- FindCoordinator -----------------------------------------------------------------------
 
@@ -347,25 +351,29 @@ class GroupCoordinator:
     async def _complete(
         self, index: int, loaded: _Loaded, result: CoordinatorResult[Any]
     ) -> KafkaError | None:
-        """Write ``result`` (:meth:`_write`), then answer its completions; the error as the
+        """Write ``result`` and answer its completions (:meth:`_submit`); the error as the
         coordinator reports it if that failed."""
-        err = _coordinator_error(await self._write(index, loaded, result))
-        for c in result.completions:
-            self._resolve(c, err)
-        return err
+        return _coordinator_error(await asyncio.shield(self._submit(index, loaded, result)))
 
-    async def _write(
+    def _submit(
         self, index: int, loaded: _Loaded, result: CoordinatorResult[Any]
-    ) -> KafkaError | None:
-        """Append ``result``'s records (or marker), then wait until everything written so far
-        is committed; the log's or the partition's error if that failed.
+    ) -> asyncio.Task[KafkaError | None]:
+        """Append ``result``'s records (or marker) now; the returned task waits until
+        everything written so far is committed, answers the result's completions, and gives
+        the log's or the partition's error if that failed.
 
         Nothing awaits between the shard's operation and the append, so the log holds the
         records in the order the shard applied them. A refused transactional write is taken
         back from the shard (``result.undo``); any other failure leaves the shard with records
-        the log may not keep, so it is thrown away and loaded again."""
+        the log may not keep, so it is thrown away and loaded again.
+
+        The wait is the coordinator's own task, not the request's: gRPC cancels a handler
+        whose client went away or whose deadline passed, and the completions of other
+        members (a leader's SyncGroup answers its followers') or the reload after a failed
+        write must not go with it. A caller waits for it shielded."""
         loaded.wake.set()  # the operation may have moved the shard's next deadline
         tp = TopicPartition(OFFSETS_TOPIC, index)
+        err: KafkaError | None = None
         batch = self._batch_of(result)
         if batch is not None:
             try:
@@ -373,14 +381,33 @@ class GroupCoordinator:
                     tp, batch, allow_control=result.marker is not None
                 )
             except KafkaError as e:
+                err = e
                 if result.undo is not None:
                     result.undo()  # nothing was written: the shard takes it back
-                    return e
-                self._reload(index, loaded, e)
-                return e
-        err = await self._await_committed(tp, loaded.written_end)
-        if err is not None:
-            self._reload(index, loaded, err)
+                else:
+                    self._reload(index, loaded, e)
+        task = asyncio.get_running_loop().create_task(
+            self._finish(index, loaded, result, loaded.written_end, err)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _finish(
+        self,
+        index: int,
+        loaded: _Loaded,
+        result: CoordinatorResult[Any],
+        written_end: int,
+        err: KafkaError | None,
+    ) -> KafkaError | None:
+        if err is None:
+            err = await self._await_committed(TopicPartition(OFFSETS_TOPIC, index), written_end)
+            if err is not None:
+                self._reload(index, loaded, err)
+        answered = _coordinator_error(err)
+        for c in result.completions:
+            self._resolve(c, answered)
         return err
 
     def _batch_of(self, result: CoordinatorResult[Any]) -> bytes | None:
@@ -488,7 +515,7 @@ class GroupCoordinator:
         )
         if result.marker is None:
             return result.response
-        return await self._write(tp.partition, loaded, result)
+        return await asyncio.shield(self._submit(tp.partition, loaded, result))
 
     def _resolve(self, completion: Completion, error: KafkaError | None = None) -> None:
         future = self._parked.get(completion.handle)
