@@ -16,7 +16,9 @@ clock and the requests.
   applied them); its response, and the completions of parked requests, are sent once the
   high watermark has passed every record written so far. A read waits the same way. An
   append that fails unloads the shard (the answer names a coordinator error, as Kafka's
-  do) and, while this broker still leads, loads it again from the log.
+  do) and, while this broker still leads, loads it again from the log. The wait is the
+  coordinator's own task, not the request's: a request gRPC cancels (its client gone or its
+  deadline passed) takes neither the completions of other members nor that reload with it.
 - **Timers.** One task per loaded shard sleeps until ``next_deadline_ms()`` (or until an
   operation may have moved it) and ticks the shard.
 - **Transactions.** A TxnOffsetCommit's records are one transactional batch with the
