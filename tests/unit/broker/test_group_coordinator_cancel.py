@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -33,14 +31,6 @@ from rillet.metadata.records import (
 )
 from rillet.storage.log_manager import LogManager
 from tests.unit.broker.txn_world import Clock, Controller
-
-
-@pytest.fixture
-async def log_manager(tmp_path: Path) -> AsyncIterator[LogManager]:
-    lm = LogManager([tmp_path / "logs"])
-    lm.startup()
-    yield lm
-    lm.shutdown()
 
 
 def _image(replicas: tuple[int, ...]) -> tuple[MetadataImage, MetadataDelta]:

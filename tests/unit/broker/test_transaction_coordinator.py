@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -27,14 +26,6 @@ from rillet.types import TopicPartition
 from tests.unit.broker.txn_world import T0, T1, TXN0, TxnWorld
 
 TID = "tx"
-
-
-@pytest.fixture
-async def log_manager(tmp_path: Path) -> AsyncIterator[LogManager]:
-    lm = LogManager([tmp_path / "logs"])
-    lm.startup()
-    yield lm
-    lm.shutdown()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -22,14 +21,6 @@ from tests.unit.broker.txn_world import T0, T1, TxnWorld
 
 U0 = TopicPartition("u", 0)
 OFFSETS0 = TopicPartition("__consumer_offsets", 0)
-
-
-@pytest.fixture
-async def log_manager(tmp_path: Path) -> AsyncIterator[LogManager]:
-    lm = LogManager([tmp_path / "logs"])
-    lm.startup()
-    yield lm
-    lm.shutdown()
 
 
 @pytest.fixture

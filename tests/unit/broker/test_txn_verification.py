@@ -32,14 +32,6 @@ TID = "tx"
 
 
 @pytest.fixture
-async def log_manager(tmp_path: Path) -> AsyncIterator[LogManager]:
-    lm = LogManager([tmp_path / "logs"])
-    lm.startup()
-    yield lm
-    lm.shutdown()
-
-
-@pytest.fixture
 async def world(log_manager: LogManager) -> AsyncIterator[TxnWorld]:
     w = TxnWorld(log_manager, replicas=(1, 2))
     await w.replicate(2)
