@@ -32,7 +32,7 @@ from rillet.security.principal import ANONYMOUS, KafkaPrincipal, SslPrincipalMap
 from rillet.server.grpc.acl_policy import CallSession, check_call, filter_response
 from rillet.server.grpc.sasl import AUTHENTICATE_METHOD, GrpcSasl
 
-__all__ = ["CallGate", "call_principal", "call_session"]
+__all__ = ["CallGate", "call_principal", "call_session", "peer_host"]
 
 _OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
@@ -56,7 +56,7 @@ def call_session() -> CallSession | None:
     return _SESSION.get()
 
 
-def _peer_host(peer: str) -> str:
+def peer_host(peer: str) -> str:
     """``ipv4:127.0.0.1:5555`` or ``ipv6:%5B::1%5D:5555`` (gRPC escapes the brackets) as
     the host alone."""
     kind, _, rest = urllib.parse.unquote(peer).partition(":")
@@ -103,8 +103,9 @@ class CallGate(grpc.aio.ServerInterceptor):
         if handler is None or method.startswith(_OPEN_SERVICES) or method == AUTHENTICATE_METHOD:
             return handler
         if handler.unary_unary is None:
-            # Every Rillet service is unary; refuse what could not be checked.
-            raise NotImplementedError(f"{method}: only unary calls are authorized")
+            # Every Rillet service is unary: a streaming one added later must get its own
+            # check before it is served, so it fails at registration, never unchecked.
+            raise TypeError(f"{method}: a streaming RPC has no authorization check")
         inner = handler.unary_unary
         authorizer = self.authorizer
 
@@ -115,7 +116,7 @@ class CallGate(grpc.aio.ServerInterceptor):
             assert isinstance(principal, KafkaPrincipal)
             session = None
             if authorizer is not None:
-                host = _peer_host(context.peer())
+                host = peer_host(context.peer())
                 session = CallSession(principal, host, authorizer, authorizer.image)
                 refusal = check_call(method, request, session)
                 if refusal is not None:

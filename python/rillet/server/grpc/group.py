@@ -20,7 +20,7 @@ from rillet.protocol.errors import set_error
 from rillet.protocol.gen.v1 import group_pb2, group_pb2_grpc
 from rillet.security.acls import AclOperation
 from rillet.server.grpc.acl_policy import topic_refusals
-from rillet.server.grpc.authorization import call_session
+from rillet.server.grpc.authorization import call_session, peer_host
 
 __all__ = ["GroupServicer"]
 
@@ -65,9 +65,7 @@ def _client(context: Context) -> tuple[str, str]:
     for key, value in context.invocation_metadata() or ():
         if key == "client-id":
             client_id = str(value)
-    peer = context.peer() or ""
-    host = peer.split(":", 1)[1].rsplit(":", 1)[0] if ":" in peer else peer
-    return client_id, "/" + host.strip("[]")
+    return client_id, "/" + peer_host(context.peer() or "")
 
 
 class GroupServicer(group_pb2_grpc.GroupServiceServicer):
